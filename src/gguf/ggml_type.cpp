@@ -61,9 +61,7 @@ constexpr GgmlTypeInfo kInvalid{"", 0, 0, false};
 
 }  // namespace
 
-const GgmlTypeInfo& ggml_type_info(uint32_t id) {
-  return id < kMaxTypeId ? kTable[id] : kInvalid;
-}
+const GgmlTypeInfo& ggml_type_info(uint32_t id) { return id < kMaxTypeId ? kTable[id] : kInvalid; }
 
 std::string_view ggml_type_name(GgmlType t) {
   const auto& info = ggml_type_info(t);
