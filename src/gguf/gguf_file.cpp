@@ -19,6 +19,10 @@ namespace {
 constexpr uint32_t kMagic = 0x46554747;  // "GGUF" read as a little-endian u32
 constexpr uint32_t kMaxDims = 4;
 constexpr int kMaxArrayDepth = 4;
+// Counts read from the file are checked against the bytes left, but a reserve() sized by
+// them could still be several times the file size (a Value is far larger than its minimal
+// encoding); reserve at most this many up front and let longer lists grow as they are read.
+constexpr uint64_t kMaxReserve = 1 << 16;
 
 size_t scalar_size(ValueType t) {
   switch (t) {
@@ -162,12 +166,20 @@ void read_array(Cursor& c, Value& v, int depth, std::string_view key) {
   }
   v.raw = c.here();
   if (v.elem_type == ValueType::STRING) {
-    v.strings.reserve(static_cast<size_t>(v.count));
+    v.strings.reserve(static_cast<size_t>(std::min<uint64_t>(v.count, kMaxReserve)));
     for (uint64_t k = 0; k < v.count; ++k) v.strings.push_back(c.read_string("array string"));
   } else if (v.elem_type == ValueType::ARRAY) {
     for (uint64_t k = 0; k < v.count; ++k) {
       Value inner;
       read_value(c, ValueType::ARRAY, inner, depth + 1, key);
+    }
+  } else if (v.elem_type == ValueType::BOOL) {
+    for (uint64_t k = 0; k < v.count; ++k) {
+      const uint8_t b = c.read<uint8_t>("bool array element");
+      if (b > 1) {
+        c.fail("bool value " + std::to_string(b) + " at index " + std::to_string(k) + " of key '" +
+               std::string(key) + "' is neither 0 nor 1");
+      }
     }
   } else {
     c.skip(v.count * min_elem, "array data");
@@ -317,7 +329,7 @@ void File::parse_all() {
     c.fail("tensor count " + std::to_string(n_tensors) + " is larger than the file could hold");
   }
 
-  kv_.reserve(static_cast<size_t>(n_kv));
+  kv_.reserve(static_cast<size_t>(std::min(n_kv, kMaxReserve)));
   for (uint64_t k = 0; k < n_kv; ++k) {
     const std::string_view key = c.read_string("metadata key");
     if (key.empty()) c.fail("metadata key #" + std::to_string(k) + " is empty");
@@ -341,7 +353,7 @@ void File::parse_all() {
     alignment_ = a->u;
   }
 
-  tensors_.reserve(static_cast<size_t>(n_tensors));
+  tensors_.reserve(static_cast<size_t>(std::min(n_tensors, kMaxReserve)));
   for (uint64_t k = 0; k < n_tensors; ++k) {
     TensorInfo ti;
     ti.name = c.read_string("tensor name");
@@ -389,7 +401,12 @@ void File::parse_all() {
   const uint64_t pos = c.pos();
   data_offset_ = (pos + alignment_ - 1) / alignment_ * alignment_;
   const uint64_t size = bytes_.size();
-  if (n_tensors > 0 && data_offset_ > size) c.fail("the tensor data section is missing");
+  if (data_offset_ > size) {
+    if (n_tensors > 0) c.fail("the tensor data section is missing");
+    // A file without tensors (e.g. a vocab-only GGUF) need not be padded to the alignment;
+    // keep data_offset() inside the file so that file_size() - data_offset() stays valid.
+    data_offset_ = size;
+  }
 
   for (TensorInfo& ti : tensors_) {
     const uint64_t avail = data_offset_ <= size ? size - data_offset_ : 0;

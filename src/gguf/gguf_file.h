@@ -74,7 +74,9 @@ class File {
 
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }
-  uint64_t data_offset() const { return data_offset_; }  // start of the tensor data section
+  // Start of the tensor data section; never past file_size() (a file without tensors may
+  // end before the aligned offset, and then this is file_size()).
+  uint64_t data_offset() const { return data_offset_; }
   size_t file_size() const { return bytes_.size(); }
   const std::string& path() const { return label_; }
 
