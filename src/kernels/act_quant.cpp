@@ -1,0 +1,99 @@
+#include "kernels/act_quant.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/act_quant_impl.h"
+#include "kernels/fp16.h"
+#include "kernels/isa.h"
+#include "kernels/quant_blocks.h"
+
+namespace lift::kernels {
+
+ActFormat act_format(GgmlType weight, bool quantize_activations) {
+  switch (weight) {
+    case GgmlType::F32:
+    case GgmlType::F16:
+    case GgmlType::BF16:
+      return ActFormat::f32;
+    case GgmlType::Q8_0:
+    case GgmlType::Q4_0:
+    case GgmlType::Q5_0:
+      return quantize_activations ? ActFormat::q8_0 : ActFormat::f32;
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_1:
+      return quantize_activations ? ActFormat::q8_1 : ActFormat::f32;
+    default:
+      throw std::invalid_argument("act_format: unsupported weight type " +
+                                  std::string(ggml_type_name(weight)));
+  }
+}
+
+size_t act_row_bytes(ActFormat af, size_t n) {
+  if (af == ActFormat::f32) return n * sizeof(float);
+  if (n % kQBlock != 0) {
+    throw std::invalid_argument("act_row_bytes: quantized activation row of " + std::to_string(n) +
+                                " elements is not a multiple of 32");
+  }
+  return n / kQBlock * (af == ActFormat::q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ8_1));
+}
+
+void quantize_activation_row(ActFormat af, const float* x, size_t n, void* dst) {
+  auto* out = static_cast<uint8_t*>(dst);
+  if (af == ActFormat::f32) {
+    std::memcpy(out, x, n * sizeof(float));
+    return;
+  }
+  (void)act_row_bytes(af, n);  // validates n
+  const bool with_sum = af == ActFormat::q8_1;
+  switch (active_isa()) {
+    case Isa::avx512:
+      return detail::quantize_q8_avx512(x, n, out, with_sum);
+    case Isa::avx2:
+      return detail::quantize_q8_avx2(x, n, out, with_sum);
+    case Isa::scalar:
+      break;
+  }
+  detail::quantize_q8_scalar(x, n, out, with_sum);
+}
+
+namespace detail {
+
+void quantize_q8_scalar(const float* x, size_t n, uint8_t* dst, bool with_sum) {
+  const size_t block_bytes = with_sum ? sizeof(BlockQ8_1) : sizeof(BlockQ8_0);
+  for (size_t b = 0; b < n / kQBlock; ++b) {
+    const float* xb = x + b * kQBlock;
+    float amax = 0.0f;
+    for (size_t i = 0; i < kQBlock; ++i) amax = std::max(amax, std::fabs(xb[i]));
+    const float d = amax / 127.0f;
+    const float id = q8_inverse_scale(amax);
+    int8_t qs[kQBlock];
+    int32_t sum = 0;
+    for (size_t i = 0; i < kQBlock; ++i) {
+      const float v = xb[i] * id;
+      // SIMD converts with cvtps2dq (INT_MIN when out of range) and then saturates to int8.
+      long q = std::fabs(v) < 2147483648.0f ? std::lrint(v) : LONG_MIN;
+      q = std::clamp(q, -128L, 127L);
+      qs[i] = static_cast<int8_t>(q);
+      sum += static_cast<int32_t>(q);
+    }
+    uint8_t* blk = dst + b * block_bytes;
+    const uint16_t dh = f32_to_f16(d);
+    std::memcpy(blk, &dh, 2);
+    if (with_sum) {
+      const uint16_t sh = f32_to_f16(d * static_cast<float>(sum));
+      std::memcpy(blk + 2, &sh, 2);
+      std::memcpy(blk + 4, qs, kQBlock);
+    } else {
+      std::memcpy(blk + 2, qs, kQBlock);
+    }
+  }
+}
+
+}  // namespace detail
+}  // namespace lift::kernels

@@ -1,0 +1,27 @@
+// Quantization of activation rows to the formats llama.cpp's CPU backend feeds its integer dot
+// products with, so lift can reproduce its default-setting numbers. Results are bit-identical for
+// every Isa (the SIMD versions only change speed), which keeps matmuls reproducible.
+#pragma once
+
+#include <cstddef>
+
+#include "gguf/ggml_type.h"
+
+namespace lift::kernels {
+
+enum class ActFormat { f32, q8_0, q8_1 };
+
+// The activation format a matmul with this weight type takes: q8_0 for Q8_0/Q4_0/Q5_0, q8_1 for
+// Q4_1/Q5_1, f32 for float weights or when quantize_activations is false.
+// Throws std::invalid_argument for weight types the kernels do not support.
+ActFormat act_format(GgmlType weight, bool quantize_activations);
+
+// Bytes of one activation row of n elements (n a multiple of 32 for q8_0/q8_1, else throws).
+size_t act_row_bytes(ActFormat af, size_t n);
+
+// Writes act_row_bytes(af, n) bytes to dst. Per 32 values: amax = max|x|, d = amax/127 (stored
+// f16), id = 127/amax in f32 (0 when amax == 0), q = round-half-even(x*id) saturated to int8;
+// q8_1 also stores s = f16(d * sum(q)) with d the f32 value. x must be finite.
+void quantize_activation_row(ActFormat af, const float* x, size_t n, void* dst);
+
+}  // namespace lift::kernels

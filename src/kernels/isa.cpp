@@ -1,0 +1,80 @@
+#include "kernels/isa.h"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+namespace lift::kernels {
+namespace {
+
+Isa detect() {
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                    __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
+  if (!avx2) return Isa::scalar;
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                      __builtin_cpu_supports("avx512vnni");
+  return avx512 ? Isa::avx512 : Isa::avx2;
+}
+
+Isa from_env(Isa best) {
+  const char* env = std::getenv("LIFT_ISA");
+  if (env == nullptr || *env == '\0') return best;
+  const auto want = parse_isa(env);
+  if (!want) {
+    std::fprintf(stderr, "lift: ignoring unknown LIFT_ISA=%s (use scalar|avx2|avx512)\n", env);
+    return best;
+  }
+  if (*want > best) {
+    std::fprintf(stderr, "lift: LIFT_ISA=%s is not supported by this CPU, using %s\n", env,
+                 std::string(isa_name(best)).c_str());
+    return best;
+  }
+  return *want;
+}
+
+std::atomic<Isa>& active() {
+  static std::atomic<Isa> isa{from_env(best_isa())};
+  return isa;
+}
+
+}  // namespace
+
+Isa best_isa() {
+  static const Isa best = detect();
+  return best;
+}
+
+Isa active_isa() { return active().load(std::memory_order_relaxed); }
+
+void set_isa(Isa isa) {
+  if (isa > best_isa()) {
+    throw std::invalid_argument("set_isa: " + std::string(isa_name(isa)) +
+                                " is not supported by this CPU");
+  }
+  active().store(isa, std::memory_order_relaxed);
+}
+
+std::string_view isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::scalar:
+      return "scalar";
+    case Isa::avx2:
+      return "avx2";
+    case Isa::avx512:
+      return "avx512";
+  }
+  return "unknown";
+}
+
+std::optional<Isa> parse_isa(std::string_view name) {
+  if (name == "scalar") return Isa::scalar;
+  if (name == "avx2") return Isa::avx2;
+  if (name == "avx512") return Isa::avx512;
+  return std::nullopt;
+}
+
+}  // namespace lift::kernels

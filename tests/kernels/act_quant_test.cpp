@@ -1,0 +1,130 @@
+#include "kernels/act_quant.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include "kernel_test_util.h"
+#include "kernels/fp16.h"
+#include "kernels/quant_blocks.h"
+
+namespace lift::kernels {
+namespace {
+
+using testing::IsaGuard;
+using testing::supported_isas;
+
+TEST(KernelActQuant, FormatForWeightType) {
+  EXPECT_EQ(act_format(GgmlType::Q8_0, true), ActFormat::q8_0);
+  EXPECT_EQ(act_format(GgmlType::Q4_0, true), ActFormat::q8_0);
+  EXPECT_EQ(act_format(GgmlType::Q5_0, true), ActFormat::q8_0);
+  EXPECT_EQ(act_format(GgmlType::Q4_1, true), ActFormat::q8_1);
+  EXPECT_EQ(act_format(GgmlType::Q5_1, true), ActFormat::q8_1);
+  EXPECT_EQ(act_format(GgmlType::F32, true), ActFormat::f32);
+  EXPECT_EQ(act_format(GgmlType::F16, true), ActFormat::f32);
+  EXPECT_EQ(act_format(GgmlType::BF16, true), ActFormat::f32);
+  EXPECT_EQ(act_format(GgmlType::Q4_0, false), ActFormat::f32);
+  EXPECT_EQ(act_format(GgmlType::Q5_1, false), ActFormat::f32);
+  EXPECT_THROW(act_format(GgmlType::Q6_K, true), std::invalid_argument);
+}
+
+TEST(KernelActQuant, RowBytes) {
+  EXPECT_EQ(act_row_bytes(ActFormat::f32, 33), 132u);
+  EXPECT_EQ(act_row_bytes(ActFormat::q8_0, 64), 68u);
+  EXPECT_EQ(act_row_bytes(ActFormat::q8_1, 64), 72u);
+  EXPECT_THROW(act_row_bytes(ActFormat::q8_0, 48), std::invalid_argument);
+}
+
+std::vector<uint8_t> quantize(ActFormat af, const std::vector<float>& x) {
+  std::vector<uint8_t> out(act_row_bytes(af, x.size()));
+  quantize_activation_row(af, x.data(), x.size(), out.data());
+  return out;
+}
+
+// With amax = 127 the inverse scale is exactly 1, so x*id = x and the .5 cases are true ties.
+TEST(KernelActQuant, RoundsHalfToEven) {
+  IsaGuard guard;
+  std::vector<float> x(32, 0.0f);
+  x[0] = 127.0f;
+  const float ties[] = {0.5f, 1.5f, 2.5f, 3.5f, -0.5f, -1.5f, -2.5f, -3.5f, 126.5f, -126.5f};
+  const int want[] = {0, 2, 2, 4, 0, -2, -2, -4, 126, -126};
+  for (size_t i = 0; i < std::size(ties); ++i) x[1 + i] = ties[i];
+  x[20] = 2.5000002f;  // just above a tie
+  for (Isa isa : supported_isas()) {
+    set_isa(isa);
+    const auto q = quantize(ActFormat::q8_0, x);
+    BlockQ8_0 b;
+    std::memcpy(&b, q.data(), sizeof b);
+    EXPECT_EQ(b.d, 0x3C00) << isa_name(isa);  // 127/127 = 1.0
+    EXPECT_EQ(b.qs[0], 127);
+    for (size_t i = 0; i < std::size(ties); ++i) EXPECT_EQ(b.qs[1 + i], want[i]) << ties[i];
+    EXPECT_EQ(b.qs[20], 3);
+  }
+}
+
+TEST(KernelActQuant, ZeroBlockHasZeroScaleAndCodes) {
+  IsaGuard guard;
+  std::vector<float> x(64, 0.0f);
+  x[5] = -0.0f;
+  x[40] = 1.0f;  // second block nonzero
+  for (Isa isa : supported_isas()) {
+    set_isa(isa);
+    const auto q = quantize(ActFormat::q8_1, x);
+    BlockQ8_1 b[2];
+    std::memcpy(b, q.data(), sizeof b);
+    EXPECT_EQ(b[0].d, 0);
+    EXPECT_EQ(b[0].s, 0);
+    for (int i = 0; i < 32; ++i) EXPECT_EQ(b[0].qs[i], 0);
+    EXPECT_EQ(b[1].d, f32_to_f16(1.0f / 127.0f));
+    EXPECT_EQ(b[1].qs[8], 127);
+    EXPECT_EQ(b[1].s, f32_to_f16(1.0f / 127.0f * 127.0f));
+  }
+}
+
+// The inverse scale is 127/amax in f32, not 1/f16(d): here the two give different codes.
+TEST(KernelActQuant, UsesF32InverseScaleAndStoresSum) {
+  std::vector<float> x(32);
+  for (int i = 0; i < 32; ++i) x[i] = 0.37f * static_cast<float>(i - 13) + 0.011f;
+  const auto q = quantize(ActFormat::q8_1, x);
+  BlockQ8_1 b;
+  std::memcpy(&b, q.data(), sizeof b);
+  float amax = 0.0f;
+  for (float v : x) amax = std::max(amax, std::fabs(v));
+  const float d = amax / 127.0f;
+  const float id = 127.0f / amax;
+  int sum = 0;
+  for (int i = 0; i < 32; ++i) {
+    const int want = static_cast<int>(std::nearbyint(x[i] * id));
+    EXPECT_EQ(b.qs[i], want) << i;
+    sum += want;
+  }
+  EXPECT_EQ(b.d, f32_to_f16(d));
+  EXPECT_EQ(b.s, f32_to_f16(d * static_cast<float>(sum)));
+}
+
+// The SIMD quantizers must give the scalar blocks byte for byte.
+TEST(KernelActQuant, AllIsasBitIdentical) {
+  IsaGuard guard;
+  std::mt19937 rng(7);
+  for (size_t n : {32u, 96u, 4128u}) {
+    auto x = testing::random_activations(n, rng);
+    x[3] = 0x1p-140f;  // subnormal input
+    if (n > 64) std::fill(x.begin() + 32, x.begin() + 64, 0.0f);
+    for (ActFormat af : {ActFormat::q8_0, ActFormat::q8_1}) {
+      set_isa(Isa::scalar);
+      const auto want = quantize(af, x);
+      for (Isa isa : supported_isas()) {
+        set_isa(isa);
+        EXPECT_EQ(quantize(af, x), want) << isa_name(isa) << " n=" << n;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace lift::kernels

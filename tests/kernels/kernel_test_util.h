@@ -1,0 +1,93 @@
+// Helpers shared by the kernel tests: Isa enumeration and random weight/activation data.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "gguf/ggml_type.h"
+#include "kernels/fp16.h"
+#include "kernels/isa.h"
+
+namespace lift::kernels::testing {
+
+// Every Isa this CPU can run, scalar first.
+inline std::vector<Isa> supported_isas() {
+  std::vector<Isa> out;
+  for (Isa i : {Isa::scalar, Isa::avx2, Isa::avx512}) {
+    if (i <= best_isa()) out.push_back(i);
+  }
+  return out;
+}
+
+// Restores the active Isa when a test that switches it ends.
+class IsaGuard {
+ public:
+  IsaGuard() : saved_(active_isa()) {}
+  ~IsaGuard() { set_isa(saved_); }
+  IsaGuard(const IsaGuard&) = delete;
+  IsaGuard& operator=(const IsaGuard&) = delete;
+
+ private:
+  Isa saved_;
+};
+
+// n_out rows of n_in elements of type t with row stride ggml_row_bytes + pad. Codes are uniform
+// random bytes; scales are moderate positive (d) or signed (m) values, so every code and every
+// 5th bit occurs and no scale is inf/nan.
+inline std::vector<uint8_t> random_weights(GgmlType t, size_t n_out, size_t n_in, size_t pad,
+                                           std::mt19937& rng) {
+  const size_t row_bytes = ggml_row_bytes(t, n_in) + pad;
+  std::vector<uint8_t> w(row_bytes * n_out + 64);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> val(-1.0f, 1.0f);
+  std::uniform_real_distribution<float> scale(0.002f, 0.03f);
+  for (auto& b : w) b = static_cast<uint8_t>(byte(rng));
+  const auto& info = ggml_type_info(t);
+  for (size_t o = 0; o < n_out; ++o) {
+    uint8_t* row = w.data() + o * row_bytes;
+    for (size_t i = 0; i < n_in / info.block_elems; ++i) {
+      uint8_t* blk = row + i * info.block_bytes;
+      auto put16 = [&](size_t off, uint16_t v) { std::memcpy(blk + off, &v, 2); };
+      switch (t) {
+        case GgmlType::F32: {
+          const float v = val(rng);
+          std::memcpy(blk, &v, 4);
+          break;
+        }
+        case GgmlType::F16:
+          put16(0, f32_to_f16(val(rng)));
+          break;
+        case GgmlType::BF16:
+          put16(0, f32_to_bf16(val(rng)));
+          break;
+        case GgmlType::Q4_1:
+        case GgmlType::Q5_1:
+          put16(0, f32_to_f16(scale(rng)));
+          put16(2, f32_to_f16(val(rng) * 0.2f));
+          break;
+        default:
+          put16(0, f32_to_f16(scale(rng)));
+          break;
+      }
+    }
+  }
+  return w;
+}
+
+// n floats with a spread of magnitudes per block so that amax, ties and small blocks all occur.
+inline std::vector<float> random_activations(size_t n, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_int_distribution<int> mag(-6, 3);
+  std::vector<float> x(n);
+  float block_scale = 1.0f;
+  for (size_t i = 0; i < n; ++i) {
+    if (i % 32 == 0) block_scale = std::ldexp(1.0f, mag(rng));
+    x[i] = nd(rng) * block_scale;
+  }
+  return x;
+}
+
+}  // namespace lift::kernels::testing
