@@ -29,31 +29,34 @@ std::string unescape_spaces(std::string_view t) {
   return out;
 }
 
-// One symbol of the BPE linked list: a run of the escaped fragment.
-struct Symbol {
-  uint32_t start;
-  uint32_t len;  // 0: merged into its left neighbour
-  int32_t prev;
-  int32_t next;
-  int32_t id;  // token id of the text, or -1
-};
-
-struct Bigram {
-  float score;
-  int32_t left;
-  int32_t right;
-  uint32_t len;  // left.len + right.len when queued; stale once either side changed
-  int32_t id;
-};
-
-// Heap order: highest score on top, ties broken by the leftmost pair.
-struct BigramLess {
-  bool operator()(const Bigram& a, const Bigram& b) const {
-    return a.score < b.score || (a.score == b.score && a.left > b.left);
-  }
-};
-
 }  // namespace
+
+struct Tokenizer::Scratch {
+  // One symbol of the BPE linked list: a run of the escaped fragment.
+  struct Symbol {
+    uint32_t start;
+    uint32_t len;  // 0: merged into its left neighbour
+    int32_t prev;
+    int32_t next;
+    int32_t id;  // token id of the text, or -1
+  };
+  struct Bigram {
+    float score;
+    int32_t left;
+    int32_t right;
+    uint32_t len;  // left.len + right.len when queued; stale once either side changed
+    int32_t id;
+  };
+  // Heap order: highest score on top, ties broken by the leftmost pair.
+  struct BigramLess {
+    bool operator()(const Bigram& a, const Bigram& b) const {
+      return a.score < b.score || (a.score == b.score && a.left > b.left);
+    }
+  };
+  std::string esc;
+  std::vector<Symbol> sym;
+  std::vector<Bigram> heap;
+};
 
 Tokenizer::Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {
   const int32_t n = vocab_.size();
@@ -98,7 +101,7 @@ Tokenizer::Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {
   for (size_t b = 0; b < 256; ++b) {
     first_[b] = static_cast<uint32_t>(k);
     while (k < specials_.size() && static_cast<uint8_t>(specials_[k].text[0]) == b) {
-      if (specials_[k].always) first_always_[b] = true;
+      if (specials_[k].always) first_always_[b] = has_always_ = true;
       ++k;
     }
   }
@@ -113,7 +116,7 @@ Tokenizer Tokenizer::load(const std::string& gguf_path) {
 
 Tokenizer::Match Tokenizer::find_special(std::string_view text, size_t from,
                                          bool parse_special) const {
-  if (!specials_.empty()) {
+  if (parse_special ? !specials_.empty() : has_always_) {
     for (size_t i = from; i < text.size(); ++i) {
       const auto b = static_cast<uint8_t>(text[i]);
       if (first_[b] == first_[b + 1u] || (!parse_special && !first_always_[b])) continue;
@@ -134,7 +137,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool
   std::vector<int32_t> out;
   out.reserve(text.size() / 2 + 2);
   if (add_bos && vocab_.bos_id() >= 0) out.push_back(vocab_.bos_id());
-  std::string scratch;
+  Scratch scratch;
   bool after_special = true;  // the text's start counts as "after a special token"
   size_t pos = 0;
   while (pos < text.size()) {
@@ -152,8 +155,13 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool
   return out;
 }
 
-void Tokenizer::encode_fragment(std::string_view fragment, bool space_prefix, std::string& esc,
+void Tokenizer::encode_fragment(std::string_view fragment, bool space_prefix, Scratch& scratch,
                                 std::vector<int32_t>& out) const {
+  using Symbol = Scratch::Symbol;
+  using Bigram = Scratch::Bigram;
+  std::string& esc = scratch.esc;
+  std::vector<Symbol>& sym = scratch.sym;
+  std::vector<Bigram>& heap = scratch.heap;
   // Escape: ' ' -> "▁", plus the dummy prefix.
   esc.clear();
   if (space_prefix && vocab_.add_space_prefix()) esc.append(kSpaceSymbol);
@@ -170,7 +178,7 @@ void Tokenizer::encode_fragment(std::string_view fragment, bool space_prefix, st
   const std::string_view s = esc;
 
   // One symbol per UTF-8 character; each byte of an ill-formed sequence stands alone.
-  std::vector<Symbol> sym;
+  sym.clear();
   sym.reserve(s.size());
   for (size_t pos = 0; pos < s.size();) {
     const Utf8Sequence seq = next_utf8(s, pos);
@@ -183,9 +191,9 @@ void Tokenizer::encode_fragment(std::string_view fragment, bool space_prefix, st
   if (sym.empty()) return;
   sym.back().next = -1;
 
-  std::vector<Bigram> heap;
+  heap.clear();
   heap.reserve(sym.size());
-  const BigramLess less;
+  const Scratch::BigramLess less;
   const auto try_add = [&](int32_t left, int32_t right) {
     if (left < 0 || right < 0) return;
     const Symbol& l = sym[static_cast<size_t>(left)];

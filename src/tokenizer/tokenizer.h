@@ -67,8 +67,9 @@ class Tokenizer {
     size_t len;
     int32_t id;  // -1: no match
   };
+  struct Scratch;  // per-call work buffers, reused across the fragments of one text
   Match find_special(std::string_view text, size_t from, bool parse_special) const;
-  void encode_fragment(std::string_view fragment, bool space_prefix, std::string& scratch,
+  void encode_fragment(std::string_view fragment, bool space_prefix, Scratch& scratch,
                        std::vector<int32_t>& out) const;
 
   Vocab vocab_;
@@ -79,6 +80,7 @@ class Tokenizer {
   std::vector<Special> specials_;
   std::array<uint32_t, 257> first_{};
   std::array<bool, 256> first_always_{};  // some user-defined special starts with this byte
+  bool has_always_ = false;               // there is a user-defined special
 };
 
 // Streaming detokenizer: push() returns the text that became final with each token, flush()
