@@ -1,0 +1,211 @@
+#include "model/synthetic_model.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "gguf/gguf_file.h"
+#include "gguf/gguf_writer.h"
+#include "kernels/quantize.h"
+#include "util/error.h"
+
+namespace lift {
+namespace {
+
+constexpr float kWeightStd = 0.02f;
+
+uint64_t splitmix64(uint64_t& s) {
+  uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// xoshiro256+ : fast, and its upper bits (the ones used here) are of good quality.
+class Xoshiro {
+ public:
+  explicit Xoshiro(uint64_t seed) {
+    for (uint64_t& w : s_) w = splitmix64(seed);
+  }
+  uint64_t next() {
+    const uint64_t result = s_[0] + s_[3];
+    const uint64_t t = s_[1] << 17;
+    s_[2] ^= s_[0];
+    s_[3] ^= s_[1];
+    s_[1] ^= s_[2];
+    s_[0] ^= s_[3];
+    s_[2] ^= t;
+    s_[3] = (s_[3] << 45) | (s_[3] >> 19);
+    return result;
+  }
+
+ private:
+  uint64_t s_[4];
+};
+
+// Approximately normal values: the sum of four 16-bit uniforms (Irwin-Hall), centred and
+// scaled to the requested standard deviation. Bounded at about 3.5 sigma, which is all a
+// synthetic weight needs, at a couple of nanoseconds per value.
+void fill_normal(Xoshiro& rng, float stddev, float* out, size_t n) {
+  // Each 16-bit uniform has variance (2^32 - 1) / 12; four of them 4x that.
+  const float scale = stddev / 37837.23f;  // sqrt(4 * (65536^2 - 1) / 12)
+  for (size_t k = 0; k < n; ++k) {
+    const uint64_t r = rng.next();
+    const uint32_t sum = static_cast<uint32_t>((r & 0xFFFF) + ((r >> 16) & 0xFFFF) +
+                                               ((r >> 32) & 0xFFFF) + (r >> 48));
+    out[k] = (static_cast<float>(sum) - 131070.0f) * scale;
+  }
+}
+
+struct WeightFill {
+  GgmlType type;
+  uint64_t ne0;
+  uint64_t rows;
+  uint64_t seed;  // of this tensor; row r uses seed + r, so rows are independent streams
+
+  void operator()(uint8_t* dst, size_t n_bytes) const {
+    const size_t row_bytes = ggml_row_bytes(type, ne0);
+    if (n_bytes != row_bytes * rows) throw Error("synthetic model: internal size mismatch");
+    const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+    const size_t n_threads = std::min<size_t>({hw, 32, std::max<size_t>(1, rows / 16)});
+    auto work = [&](size_t first, size_t last) {
+      std::vector<float> x(ne0);
+      for (size_t r = first; r < last; ++r) {
+        uint64_t s = seed + r;
+        Xoshiro rng(splitmix64(s));
+        fill_normal(rng, kWeightStd, x.data(), x.size());
+        kernels::quantize_row(type, x.data(), dst + r * row_bytes, ne0);
+      }
+    };
+    if (n_threads == 1) {
+      work(0, rows);
+      return;
+    }
+    std::vector<std::thread> threads;
+    threads.reserve(n_threads);
+    for (size_t t = 0; t < n_threads; ++t) {
+      threads.emplace_back(work, rows * t / n_threads, rows * (t + 1) / n_threads);
+    }
+    for (std::thread& th : threads) th.join();
+  }
+};
+
+void check(bool ok, const std::string& what) {
+  if (!ok) throw Error("synthetic model: " + what);
+}
+
+}  // namespace
+
+int synthetic_file_type(GgmlType t) {
+  switch (t) {
+    case GgmlType::F32:
+      return 0;
+    case GgmlType::F16:
+      return 1;
+    case GgmlType::Q4_0:
+      return 2;
+    case GgmlType::Q4_1:
+      return 3;
+    case GgmlType::Q8_0:
+      return 7;
+    case GgmlType::Q5_0:
+      return 8;
+    case GgmlType::Q5_1:
+      return 9;
+    case GgmlType::BF16:
+      return 32;
+    default:
+      return -1;
+  }
+}
+
+void write_synthetic_model(const SyntheticSpec& spec, const std::string& path) {
+  const int file_type = synthetic_file_type(spec.type);
+  check(file_type >= 0, "weight type " + std::string(ggml_type_name(spec.type)) +
+                            " is not supported (use F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0 "
+                            "or Q5_1)");
+  check(spec.dim > 0 && spec.n_layers > 0 && spec.n_heads > 0 && spec.n_kv_heads > 0 &&
+            spec.ffn > 0 && spec.context_length > 0,
+        "dim, n_layers, n_heads, n_kv_heads, ffn and context_length must be positive");
+  check(spec.dim % spec.n_heads == 0, "dim " + std::to_string(spec.dim) +
+                                          " is not a multiple of n_heads " +
+                                          std::to_string(spec.n_heads));
+  check(spec.n_heads % spec.n_kv_heads == 0, "n_heads " + std::to_string(spec.n_heads) +
+                                                 " is not a multiple of n_kv_heads " +
+                                                 std::to_string(spec.n_kv_heads));
+  const int head_dim = spec.dim / spec.n_heads;
+  check(head_dim % 2 == 0, "the head dimension " + std::to_string(head_dim) +
+                               " must be even (rotary embeddings rotate pairs)");
+  const uint32_t block = ggml_type_info(spec.type).block_elems;
+  check(spec.dim % block == 0 && spec.ffn % block == 0, "dim and ffn must be multiples of " +
+                                                            std::to_string(block) + " for " +
+                                                            std::string(ggml_type_name(spec.type)));
+  check(spec.rope_base > 0.0f, "rope_base must be positive");
+
+  const gguf::File vocab = gguf::File::open(spec.vocab_from);
+  const gguf::Value* tokens = vocab.find("tokenizer.ggml.tokens");
+  check(tokens != nullptr && tokens->type == gguf::ValueType::ARRAY &&
+            tokens->elem_type == gguf::ValueType::STRING && tokens->count > 0,
+        spec.vocab_from + " has no tokenizer.ggml.tokens string array to take the vocabulary from");
+  const uint64_t n_vocab = tokens->count;
+
+  const auto dim = static_cast<uint64_t>(spec.dim);
+  const auto ffn = static_cast<uint64_t>(spec.ffn);
+  const uint64_t kv_dim = static_cast<uint64_t>(head_dim) * static_cast<uint64_t>(spec.n_kv_heads);
+
+  gguf::Writer w;
+  w.set_string("general.architecture", "llama");
+  w.set_string("general.name", "synthetic-llama-" + std::to_string(spec.dim) + "d-" +
+                                   std::to_string(spec.n_layers) + "L-" +
+                                   std::string(ggml_type_name(spec.type)));
+  w.set_u32("general.file_type", static_cast<uint32_t>(file_type));
+  if (ggml_type_info(spec.type).block_elems > 1) w.set_u32("general.quantization_version", 2);
+  w.set_u32("llama.context_length", static_cast<uint32_t>(spec.context_length));
+  w.set_u32("llama.embedding_length", static_cast<uint32_t>(spec.dim));
+  w.set_u32("llama.block_count", static_cast<uint32_t>(spec.n_layers));
+  w.set_u32("llama.feed_forward_length", static_cast<uint32_t>(spec.ffn));
+  w.set_u32("llama.attention.head_count", static_cast<uint32_t>(spec.n_heads));
+  w.set_u32("llama.attention.head_count_kv", static_cast<uint32_t>(spec.n_kv_heads));
+  w.set_u32("llama.rope.dimension_count", static_cast<uint32_t>(head_dim));
+  w.set_f32("llama.rope.freq_base", spec.rope_base);
+  w.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  w.set_u32("llama.vocab_size", static_cast<uint32_t>(n_vocab));
+  for (const auto& [key, value] : vocab.metadata()) {
+    if (key.starts_with("tokenizer.")) w.copy_value(key, value);
+  }
+
+  // Each weight tensor draws from its own seed, so its values do not depend on the others.
+  uint64_t seed_state = spec.seed;
+  auto weight = [&](const std::string& name, uint64_t ne0, uint64_t ne1) {
+    const uint64_t tensor_seed = splitmix64(seed_state);
+    w.add_tensor(name, spec.type, {ne0, ne1}, WeightFill{spec.type, ne0, ne1, tensor_seed});
+  };
+  auto norm = [&](const std::string& name) {
+    w.add_tensor(name, GgmlType::F32, {dim}, [](uint8_t* dst, size_t n_bytes) {
+      const float one = 1.0f;
+      for (size_t k = 0; k + 4 <= n_bytes; k += 4) std::memcpy(dst + k, &one, 4);
+    });
+  };
+
+  weight("token_embd.weight", dim, n_vocab);
+  for (int l = 0; l < spec.n_layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    norm(p + "attn_norm.weight");
+    weight(p + "attn_q.weight", dim, dim);
+    weight(p + "attn_k.weight", dim, kv_dim);
+    weight(p + "attn_v.weight", dim, kv_dim);
+    weight(p + "attn_output.weight", dim, dim);
+    norm(p + "ffn_norm.weight");
+    weight(p + "ffn_gate.weight", dim, ffn);
+    weight(p + "ffn_up.weight", dim, ffn);
+    weight(p + "ffn_down.weight", ffn, dim);
+  }
+  norm("output_norm.weight");
+  if (!spec.tied) weight("output.weight", dim, n_vocab);
+
+  w.write(path);
+}
+
+}  // namespace lift

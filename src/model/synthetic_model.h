@@ -1,0 +1,40 @@
+// Random-weight llama models of any size and weight type, for benchmarks and tests that need a
+// model shaped like a real one (a 1B-parameter file is written in seconds, in bounded memory).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "gguf/ggml_type.h"
+
+namespace lift {
+
+struct SyntheticSpec {
+  int dim = 768;
+  int n_layers = 12;
+  int n_heads = 12;
+  int n_kv_heads = 12;
+  int ffn = 2048;
+  // Type of every 2-D weight, token_embd and output included: F32, F16, BF16, Q8_0, Q4_0, Q4_1,
+  // Q5_0 or Q5_1. Norm weights are always F32 (all ones).
+  GgmlType type = GgmlType::Q8_0;
+  bool tied = false;  // no output.weight: the output projection reuses token_embd
+  uint64_t seed = 0;
+  int context_length = 4096;
+  float rope_base = 10000;
+  // Every tokenizer.* key is copied from this GGUF; the vocabulary size is its token count.
+  std::string vocab_from = "../shared/models/vocab/ggml-vocab-llama-spm.gguf";
+};
+
+// Writes a GGUF v3 `llama` model with ggml tensor names and shapes; weights are roughly
+// N(0, 0.02), a deterministic function of spec.seed (the same spec gives the same bytes,
+// whatever the thread count). Throws lift::Error for an inconsistent spec (e.g. dim not a
+// multiple of n_heads or of the 32-element block size), an unreadable vocab file or a failed
+// write.
+void write_synthetic_model(const SyntheticSpec& spec, const std::string& path);
+
+// The general.file_type (llama_ftype) value for a model whose weights are all of type t;
+// -1 for types without one.
+int synthetic_file_type(GgmlType t);
+
+}  // namespace lift
