@@ -1,0 +1,34 @@
+// The loop nest shared by the SIMD matmuls. Outputs are computed in tiles of C weight rows x R
+// activation rows by a kernel whose per-output operation sequence does not depend on C or R;
+// ragged edges use the same kernel with C = 1 or R = 1. That is what makes results invariant
+// to batch composition and to the caller's column split.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+
+#include "kernels/matmul_impl.h"
+
+namespace lift::kernels::detail {
+
+// Kernel::template run<C, R>(args, o, r) computes outputs o..o+C-1 for rows r..r+R-1.
+template <class Kernel, int C, int R>
+void run_rows(const MatmulArgs& a, size_t o, size_t r_begin, size_t r_end) {
+  size_t r = r_begin;
+  for (; r + R <= r_end; r += R) Kernel::template run<C, R>(a, o, r);
+  for (; r < r_end; ++r) Kernel::template run<C, 1>(a, o, r);
+}
+
+// Row blocks outermost (see kRowBlock): within one, each C-row weight tile is loaded into L1
+// once and meets every activation row of the block.
+template <class Kernel, int C, int R>
+void tile_loop(const MatmulArgs& a) {
+  for (size_t rb = 0; rb < a.n_rows; rb += kRowBlock) {
+    const size_t re = std::min(a.n_rows, rb + kRowBlock);
+    size_t o = a.o_begin;
+    for (; o + C <= a.o_end; o += C) run_rows<Kernel, C, R>(a, o, rb, re);
+    for (; o < a.o_end; ++o) run_rows<Kernel, 1, R>(a, o, rb, re);
+  }
+}
+
+}  // namespace lift::kernels::detail
