@@ -1,0 +1,117 @@
+// Matmul throughput per weight type and Isa at the shapes lift runs: decode (1 or 4 activation
+// rows: memory-bound, reported as weight bytes streamed per second) and prefill (64 or 512 rows:
+// compute-bound, reported as FLOP/s with 2 flops per multiply-add).
+//   lift_kernel_bench --benchmark_filter='decode/Q4_0'  (names: phase/type/act/isa/n_in/n_out/rows)
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gguf/ggml_type.h"
+#include "kernels/act_quant.h"
+#include "kernels/fp16.h"
+#include "kernels/isa.h"
+#include "kernels/matmul.h"
+
+namespace lift::kernels {
+namespace {
+
+struct Shape {
+  size_t n_in, n_out;
+};
+
+// Random codes with sane f16 scales (random bytes could make a scale inf or nan).
+std::vector<uint8_t> make_weights(GgmlType t, size_t n_out, size_t n_in) {
+  std::mt19937 rng(1);
+  const auto& info = ggml_type_info(t);
+  std::vector<uint8_t> w(ggml_row_bytes(t, n_in) * n_out);
+  for (auto& b : w) b = static_cast<uint8_t>(rng());
+  const size_t blocks = w.size() / info.block_bytes;
+  for (size_t i = 0; i < blocks; ++i) {
+    uint8_t* blk = w.data() + i * info.block_bytes;
+    const float v = static_cast<float>(rng() % 1000) / 1000.0f - 0.5f;
+    uint16_t h = 0;
+    if (t == GgmlType::F32) {
+      std::memcpy(blk, &v, 4);
+      continue;
+    }
+    h = t == GgmlType::BF16 ? f32_to_bf16(v) : f32_to_f16(v * 0.02f);
+    std::memcpy(blk, &h, 2);
+    if (t == GgmlType::Q4_1 || t == GgmlType::Q5_1) std::memcpy(blk + 2, &h, 2);
+  }
+  return w;
+}
+
+void bm_matmul(benchmark::State& state, GgmlType wt, ActFormat af, Isa isa, Shape s, size_t rows,
+               bool decode) {
+  set_isa(isa);
+  const auto w = make_weights(wt, s.n_out, s.n_in);
+  const size_t row_bytes = ggml_row_bytes(wt, s.n_in);
+  std::mt19937 rng(2);
+  std::normal_distribution<float> nd;
+  const size_t stride = act_row_bytes(af, s.n_in);
+  std::vector<uint8_t> act(stride * rows);
+  std::vector<float> x(s.n_in);
+  for (size_t r = 0; r < rows; ++r) {
+    for (auto& v : x) v = nd(rng);
+    quantize_activation_row(af, x.data(), s.n_in, act.data() + r * stride);
+  }
+  std::vector<float> y(rows * s.n_out);
+  for (auto _ : state) {
+    matmul(wt, w.data(), row_bytes, s.n_in, af, act.data(), stride, rows, y.data(), s.n_out, 0,
+           s.n_out);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  const double iters = static_cast<double>(state.iterations());
+  if (decode) {
+    state.counters["weight_B/s"] =
+        benchmark::Counter(static_cast<double>(w.size()) * iters, benchmark::Counter::kIsRate);
+  }
+  state.counters["FLOP/s"] = benchmark::Counter(
+      2.0 * static_cast<double>(s.n_in * s.n_out * rows) * iters, benchmark::Counter::kIsRate);
+}
+
+const char* af_name(ActFormat af) {
+  return af == ActFormat::f32 ? "f32" : af == ActFormat::q8_0 ? "q8_0" : "q8_1";
+}
+
+int register_all() {
+  const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,
+                            GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0,
+                            GgmlType::Q4_1, GgmlType::Q5_1};
+  const Shape shapes[] = {{768, 2048}, {2048, 5632}};
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
+    if (isa > best_isa()) continue;
+    for (GgmlType t : types) {
+      // The engine's default: integer paths for quantized weights. Q4_0 also with f32 activations.
+      std::vector<ActFormat> afs = {act_format(t, true)};
+      if (t == GgmlType::Q4_0) afs.push_back(ActFormat::f32);
+      for (ActFormat af : afs) {
+        for (bool decode : {true, false}) {
+          for (Shape s : shapes) {
+            for (size_t rows : decode ? std::vector<size_t>{1, 4} : std::vector<size_t>{64, 512}) {
+              if (!decode && isa == Isa::scalar && rows > 64) continue;  // minutes per run
+              const std::string name = std::string(decode ? "decode/" : "prefill/") +
+                                       std::string(ggml_type_name(t)) + "/" + af_name(af) + "/" +
+                                       std::string(isa_name(isa)) + "/" + std::to_string(s.n_in) +
+                                       "/" + std::to_string(s.n_out) + "/" + std::to_string(rows);
+              benchmark::RegisterBenchmark(name.c_str(), bm_matmul, t, af, isa, s, rows, decode)
+                  ->Unit(benchmark::kMicrosecond)
+                  ->UseRealTime();
+            }
+          }
+        }
+      }
+    }
+  }
+  return 0;
+}
+
+const int registered = register_all();
+
+}  // namespace
+}  // namespace lift::kernels
