@@ -1,0 +1,78 @@
+// The small interface between the model and the machine. The model describes *what* to
+// compute (matrix products, norms, rotary embeddings, attention over paged K/V); a backend
+// decides *how*. CpuBackend is the fast path, ReferenceBackend the scalar, double-accumulating
+// oracle of the exactness contract; a GPU backend would be a third implementation.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "gguf/ggml_type.h"
+
+namespace lift {
+
+class ThreadPool;
+
+// A weight matrix in its stored type: n_out rows of n_in elements.
+struct Matrix {
+  GgmlType type = GgmlType::F32;
+  const uint8_t* data = nullptr;
+  size_t n_in = 0;
+  size_t n_out = 0;
+  size_t row_bytes = 0;
+};
+
+// One layer of the paged K/V store: slot s of the cache holds K at k + s*kv_dim (same for
+// V). A sequence's position p lives in slot block_table[p / block_size]*block_size + p %
+// block_size.
+struct KvLayerView {
+  const float* k = nullptr;
+  const float* v = nullptr;
+  size_t kv_dim = 0;
+  size_t block_size = 0;
+};
+
+struct AttentionArgs {
+  const float* q = nullptr;  // [n_tokens][n_heads*head_dim], rotary already applied
+  float* out = nullptr;      // [n_tokens][n_heads*head_dim]
+  size_t n_tokens = 0;
+  size_t n_heads = 0;
+  size_t n_kv_heads = 0;
+  size_t head_dim = 0;
+  float scale = 1.0f;
+  KvLayerView kv;
+  const int32_t* const* block_tables = nullptr;  // per token: its sequence's block table
+  const int32_t* n_ctx = nullptr;                // per token: positions to attend (pos + 1)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // y[r*n_out + o] = sum_i W[o][i] * x[r*n_in + i] for r < n_rows.
+  virtual void matmul(const Matrix& w, const float* x, size_t n_rows, float* y) = 0;
+  // Row r of the embedding table, dequantized, for each id.
+  virtual void get_rows(const Matrix& table, const int32_t* ids, size_t n, float* out) = 0;
+  virtual void rmsnorm(const float* x, const float* weight, size_t n_rows, size_t dim, float eps,
+                       float* y) = 0;
+  // Rotates adjacent pairs of the first rope_dim dims of each head by pos * inv_freq[i].
+  virtual void rope(float* x, size_t n_rows, size_t n_heads, size_t head_dim, size_t rope_dim,
+                    const int32_t* pos, const float* inv_freq) = 0;
+  // out[i] = silu(gate[i]) * up[i]
+  virtual void swiglu(const float* gate, const float* up, size_t n, float* out) = 0;
+  virtual void attention(const AttentionArgs& a) = 0;
+
+  virtual const char* name() const = 0;
+};
+
+struct BackendOptions {
+  // Quantize activations to 8 bits before int8 dot products with quantized weights (fast,
+  // as llama.cpp does). Off: every weight is dequantized exactly and multiplied in f32.
+  bool quantize_activations = true;
+};
+
+std::unique_ptr<Backend> make_cpu_backend(ThreadPool& pool, BackendOptions opts = {});
+std::unique_ptr<Backend> make_reference_backend(BackendOptions opts = {});
+
+}  // namespace lift

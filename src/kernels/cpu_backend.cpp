@@ -1,0 +1,102 @@
+// The optimized CPU backend: SIMD kernels (picked at run time), split over the thread pool by
+// output columns or by (token, head), never over an inner dimension.
+#include <algorithm>
+#include <vector>
+
+#include "kernels/act_quant.h"
+#include "kernels/backend.h"
+#include "kernels/dequant.h"
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "util/thread_pool.h"
+
+namespace lift {
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend(ThreadPool& pool, BackendOptions opts) : pool_(pool), opts_(opts) {
+    scratch_.resize(static_cast<size_t>(pool.size()));
+  }
+
+  const char* name() const override { return "cpu"; }
+
+  void matmul(const Matrix& w, const float* x, size_t n_rows, float* y) override {
+    const kernels::ActFormat af = kernels::act_format(w.type, opts_.quantize_activations);
+    const void* act = x;
+    size_t act_stride = w.n_in * sizeof(float);
+    if (af != kernels::ActFormat::f32) {
+      act_stride = kernels::act_row_bytes(af, w.n_in);
+      if (act_buf_.size() < act_stride * n_rows) act_buf_.resize(act_stride * n_rows);
+      uint8_t* buf = act_buf_.data();
+      pool_.parallel_for(n_rows, [&](size_t r, int) {
+        kernels::quantize_activation_row(af, x + r * w.n_in, w.n_in, buf + r * act_stride);
+      });
+      act = buf;
+    }
+    // Enough column tiles that both cores finish together even if one is slowed down.
+    const size_t threads = static_cast<size_t>(pool_.size());
+    size_t tile = (w.n_out + threads * 8 - 1) / (threads * 8);
+    tile = std::max<size_t>(16, (tile + 15) / 16 * 16);
+    const size_t n_tasks = (w.n_out + tile - 1) / tile;
+    pool_.parallel_for(n_tasks, [&](size_t t, int) {
+      const size_t o0 = t * tile, o1 = std::min(w.n_out, o0 + tile);
+      kernels::matmul(w.type, w.data, w.row_bytes, w.n_in, af, act, act_stride, n_rows, y, w.n_out,
+                      o0, o1);
+    });
+  }
+
+  void get_rows(const Matrix& table, const int32_t* ids, size_t n, float* out) override {
+    for (size_t r = 0; r < n; ++r) {
+      kernels::dequantize_row(table.type,
+                              table.data + static_cast<size_t>(ids[r]) * table.row_bytes,
+                              out + r * table.n_in, table.n_in);
+    }
+  }
+
+  void rmsnorm(const float* x, const float* weight, size_t n_rows, size_t dim, float eps,
+               float* y) override {
+    for (size_t r = 0; r < n_rows; ++r)
+      kernels::rmsnorm_row(x + r * dim, weight, dim, eps, y + r * dim);
+  }
+
+  void rope(float* x, size_t n_rows, size_t n_heads, size_t head_dim, size_t rope_dim,
+            const int32_t* pos, const float* inv_freq) override {
+    for (size_t r = 0; r < n_rows; ++r) {
+      kernels::rope_row(x + r * n_heads * head_dim, n_heads, head_dim, rope_dim, pos[r], inv_freq);
+    }
+  }
+
+  void swiglu(const float* gate, const float* up, size_t n, float* out) override {
+    kernels::swiglu(gate, up, n, out);
+  }
+
+  void attention(const AttentionArgs& a) override {
+    for (auto& s : scratch_) {
+      if (s.size() < a.kv.block_size) s.resize(a.kv.block_size);
+    }
+    const size_t group = a.n_heads / a.n_kv_heads;
+    const size_t q_stride = a.n_heads * a.head_dim;
+    pool_.parallel_for(a.n_tokens * a.n_heads, [&](size_t task, int thread) {
+      const size_t t = task / a.n_heads, h = task % a.n_heads;
+      kernels::attend_head(a.q + t * q_stride + h * a.head_dim, a.kv.k, a.kv.v, a.kv.kv_dim,
+                           (h / group) * a.head_dim, a.head_dim, a.kv.block_size, a.block_tables[t],
+                           a.n_ctx[t], a.scale, scratch_[static_cast<size_t>(thread)].data(),
+                           a.out + t * q_stride + h * a.head_dim);
+    });
+  }
+
+ private:
+  ThreadPool& pool_;
+  BackendOptions opts_;
+  std::vector<uint8_t> act_buf_;
+  std::vector<std::vector<float>> scratch_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(ThreadPool& pool, BackendOptions opts) {
+  return std::make_unique<CpuBackend>(pool, opts);
+}
+
+}  // namespace lift

@@ -1,0 +1,117 @@
+#include "kernels/ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace lift::kernels {
+
+namespace {
+// Dot product with 16 independent partial sums combined in a fixed tree: the compiler maps
+// the lanes onto vector registers without reassociating, so every ISA rounds identically.
+inline float dot16(const float* a, const float* b, size_t n) {
+  float acc[16] = {};
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    for (int j = 0; j < 16; ++j) acc[j] += a[i + j] * b[i + j];
+  }
+  for (int j = 0; i < n; ++i, ++j) acc[j] += a[i] * b[i];
+  for (int w = 8; w >= 1; w /= 2) {
+    for (int j = 0; j < w; ++j) acc[j] += acc[j + w];
+  }
+  return acc[0];
+}
+}  // namespace
+
+void rmsnorm_row(const float* x, const float* weight, size_t dim, float eps, float* y) {
+  double ss = 0;
+  for (size_t i = 0; i < dim; ++i) ss += static_cast<double>(x[i]) * x[i];
+  const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(dim) + eps));
+  for (size_t i = 0; i < dim; ++i) y[i] = x[i] * scale * weight[i];
+}
+
+void rope_row(float* x, size_t n_heads, size_t head_dim, size_t rope_dim, int32_t pos,
+              const float* inv_freq) {
+  constexpr size_t kMaxPairs = 512;
+  float c[kMaxPairs], s[kMaxPairs];
+  const size_t pairs = std::min(rope_dim / 2, kMaxPairs);
+  for (size_t i = 0; i < pairs; ++i) {
+    const double theta = static_cast<double>(pos) * inv_freq[i];
+    c[i] = static_cast<float>(std::cos(theta));
+    s[i] = static_cast<float>(std::sin(theta));
+  }
+  for (size_t h = 0; h < n_heads; ++h) {
+    float* v = x + h * head_dim;
+    for (size_t i = 0; i < pairs; ++i) {
+      const float a = v[2 * i], b = v[2 * i + 1];
+      v[2 * i] = a * c[i] - b * s[i];
+      v[2 * i + 1] = a * s[i] + b * c[i];
+    }
+  }
+}
+
+void swiglu(const float* gate, const float* up, size_t n, float* out) {
+  for (size_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void attend_head(const float* q, const float* k_base, const float* v_base, size_t kv_dim,
+                 size_t kv_offset, size_t head_dim, size_t block_size, const int32_t* block_table,
+                 int32_t n_ctx, float scale, float* scratch, float* out) {
+  float m = -INFINITY, l = 0.0f;
+  std::fill(out, out + head_dim, 0.0f);
+  const size_t n = static_cast<size_t>(n_ctx);
+  for (size_t start = 0, b = 0; start < n; start += block_size, ++b) {
+    const size_t len = std::min(block_size, n - start);
+    const size_t slot0 = static_cast<size_t>(block_table[b]) * block_size;
+    float block_max = -INFINITY;
+    for (size_t j = 0; j < len; ++j) {
+      const float* k = k_base + (slot0 + j) * kv_dim + kv_offset;
+      scratch[j] = dot16(q, k, head_dim) * scale;
+      block_max = std::max(block_max, scratch[j]);
+    }
+    const float m_new = std::max(m, block_max);
+    const float correction = std::exp(m - m_new);  // exp(-inf) = 0 on the first block
+    l *= correction;
+    for (size_t d = 0; d < head_dim; ++d) out[d] *= correction;
+    for (size_t j = 0; j < len; ++j) {
+      const float p = std::exp(scratch[j] - m_new);
+      l += p;
+      const float* v = v_base + (slot0 + j) * kv_dim + kv_offset;
+      for (size_t d = 0; d < head_dim; ++d) out[d] += p * v[d];
+    }
+    m = m_new;
+  }
+  const float inv = 1.0f / l;
+  for (size_t d = 0; d < head_dim; ++d) out[d] *= inv;
+}
+
+void attend_head_reference(const float* q, const float* k_base, const float* v_base, size_t kv_dim,
+                           size_t kv_offset, size_t head_dim, size_t block_size,
+                           const int32_t* block_table, int32_t n_ctx, float scale, float* out) {
+  const size_t n = static_cast<size_t>(n_ctx);
+  std::vector<double> score(n);
+  auto slot = [&](size_t p) {
+    return static_cast<size_t>(block_table[p / block_size]) * block_size + p % block_size;
+  };
+  double mx = -INFINITY;
+  for (size_t p = 0; p < n; ++p) {
+    const float* k = k_base + slot(p) * kv_dim + kv_offset;
+    double d = 0;
+    for (size_t i = 0; i < head_dim; ++i) d += static_cast<double>(q[i]) * k[i];
+    score[p] = d * scale;
+    mx = std::max(mx, score[p]);
+  }
+  double sum = 0;
+  for (double& s : score) sum += (s = std::exp(s - mx));
+  std::vector<double> acc(head_dim, 0.0);
+  for (size_t p = 0; p < n; ++p) {
+    const float* v = v_base + slot(p) * kv_dim + kv_offset;
+    for (size_t i = 0; i < head_dim; ++i) acc[i] += score[p] / sum * v[i];
+  }
+  for (size_t i = 0; i < head_dim; ++i) out[i] = static_cast<float>(acc[i]);
+}
+
+}  // namespace lift::kernels

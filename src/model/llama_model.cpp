@@ -1,0 +1,192 @@
+#include "model/llama_model.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/dequant.h"
+#include "util/error.h"
+
+namespace lift {
+
+namespace {
+
+std::string shape_str(const gguf::TensorInfo& t) {
+  std::string s = "[";
+  for (uint32_t d = 0; d < t.n_dims; ++d) s += (d ? ", " : "") + std::to_string(t.ne[d]);
+  return s + "]";
+}
+
+const gguf::TensorInfo& expect(const gguf::File& f, const std::string& name, uint64_t ne0,
+                               uint64_t ne1) {
+  const gguf::TensorInfo& t = f.tensor(name);
+  const bool ok = (ne1 == 0) ? (t.n_dims == 1 && t.ne[0] == ne0)
+                             : (t.n_dims == 2 && t.ne[0] == ne0 && t.ne[1] == ne1);
+  if (!ok) {
+    throw Error(f.path() + ": tensor '" + name + "' has shape " + shape_str(t) + ", expected [" +
+                std::to_string(ne0) + (ne1 ? ", " + std::to_string(ne1) : "") +
+                "] from the model's metadata");
+  }
+  return t;
+}
+
+Matrix matrix(const gguf::File& f, const std::string& name, uint64_t n_in, uint64_t n_out) {
+  const gguf::TensorInfo& t = expect(f, name, n_in, n_out);
+  if (!ggml_type_supported(t.type)) {
+    throw Error(f.path() + ": tensor '" + name + "' has type " +
+                std::string(ggml_type_name(t.type)) +
+                ", which lift cannot compute with yet (supported: F32, F16, BF16, Q8_0, Q4_0, "
+                "Q4_1, Q5_0, Q5_1)");
+  }
+  return Matrix{t.type, t.data, n_in, n_out, ggml_row_bytes(t.type, n_in)};
+}
+
+std::vector<float> vector_f32(const gguf::File& f, const std::string& name, uint64_t n) {
+  const gguf::TensorInfo& t = expect(f, name, n, 0);
+  if (!ggml_type_supported(t.type)) {
+    throw Error(f.path() + ": tensor '" + name + "' has unsupported type " +
+                std::string(ggml_type_name(t.type)));
+  }
+  std::vector<float> out(n);
+  kernels::dequantize_row(t.type, t.data, out.data(), n);
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path) {
+  return from_file(gguf::File::open(path));
+}
+
+std::unique_ptr<LlamaModel> LlamaModel::from_file(gguf::File file) {
+  return std::unique_ptr<LlamaModel>(new LlamaModel(std::move(file)));
+}
+
+LlamaModel::LlamaModel(gguf::File file) : file_(std::move(file)) {
+  cfg_ = ModelConfig::from_gguf(file_);
+  const uint64_t dim = static_cast<uint64_t>(cfg_.dim);
+  const uint64_t kv_dim = static_cast<uint64_t>(cfg_.kv_dim());
+  const uint64_t ffn = static_cast<uint64_t>(cfg_.ffn_dim);
+  const uint64_t vocab = static_cast<uint64_t>(cfg_.n_vocab);
+  token_embd_ = matrix(file_, "token_embd.weight", dim, vocab);
+  output_norm_ = vector_f32(file_, "output_norm.weight", dim);
+  tied_ = file_.find_tensor("output.weight") == nullptr;
+  output_ = tied_ ? token_embd_ : matrix(file_, "output.weight", dim, vocab);
+  layers_.resize(static_cast<size_t>(cfg_.n_layers));
+  for (int l = 0; l < cfg_.n_layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    LayerWeights& w = layers_[static_cast<size_t>(l)];
+    w.attn_norm = vector_f32(file_, p + "attn_norm.weight", dim);
+    w.ffn_norm = vector_f32(file_, p + "ffn_norm.weight", dim);
+    w.wq = matrix(file_, p + "attn_q.weight", dim, dim);
+    w.wk = matrix(file_, p + "attn_k.weight", dim, kv_dim);
+    w.wv = matrix(file_, p + "attn_v.weight", dim, kv_dim);
+    w.wo = matrix(file_, p + "attn_output.weight", dim, dim);
+    w.w_gate = matrix(file_, p + "ffn_gate.weight", dim, ffn);
+    w.w_up = matrix(file_, p + "ffn_up.weight", dim, ffn);
+    w.w_down = matrix(file_, p + "ffn_down.weight", ffn, dim);
+  }
+  for (const auto& t : file_.tensors()) weight_bytes_ += t.n_bytes;
+  // theta_i = pos * base^(-2i/rope_dim), pairs of adjacent dimensions (GGUF's Q/K row order).
+  inv_freq_.resize(static_cast<size_t>(cfg_.rope_dim / 2));
+  for (size_t i = 0; i < inv_freq_.size(); ++i) {
+    inv_freq_[i] = static_cast<float>(
+        std::pow(static_cast<double>(cfg_.rope_base),
+                 -2.0 * static_cast<double>(i) / static_cast<double>(cfg_.rope_dim)));
+  }
+}
+
+void LlamaModel::ensure_workspace(size_t n) {
+  if (n <= capacity_) return;
+  const size_t dim = static_cast<size_t>(cfg_.dim), kv = static_cast<size_t>(cfg_.kv_dim());
+  const size_t ffn = static_cast<size_t>(cfg_.ffn_dim);
+  x_.resize(n * dim);
+  xn_.resize(n * dim);
+  q_.resize(n * dim);
+  k_.resize(n * kv);
+  v_.resize(n * kv);
+  att_.resize(n * dim);
+  proj_.resize(n * dim);
+  gate_.resize(n * ffn);
+  up_.resize(n * ffn);
+  hidden_.resize(n * ffn);
+  n_ctx_.resize(n);
+  capacity_ = n;
+}
+
+void LlamaModel::forward(Backend& be, const ForwardBatch& batch, KvCache& kv, float* logits) {
+  const size_t n = batch.tokens.size();
+  if (n == 0) return;
+  if (batch.positions.size() != n || batch.block_tables.size() != n) {
+    throw Error("forward: batch arrays disagree in length");
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (batch.tokens[i] < 0 || batch.tokens[i] >= cfg_.n_vocab) {
+      throw Error("token id " + std::to_string(batch.tokens[i]) + " is outside the vocabulary (" +
+                  std::to_string(cfg_.n_vocab) + " tokens)");
+    }
+    if (batch.positions[i] < 0 || batch.positions[i] >= cfg_.context_length) {
+      throw Error("position " + std::to_string(batch.positions[i]) +
+                  " is outside the model's context of " + std::to_string(cfg_.context_length));
+    }
+  }
+  ensure_workspace(n);
+  const size_t dim = static_cast<size_t>(cfg_.dim), kvd = static_cast<size_t>(cfg_.kv_dim());
+  const size_t ffn = static_cast<size_t>(cfg_.ffn_dim), hd = static_cast<size_t>(cfg_.head_dim);
+  const size_t bs = kv.block_size();
+  for (size_t i = 0; i < n; ++i) n_ctx_[i] = batch.positions[i] + 1;
+
+  be.get_rows(token_embd_, batch.tokens.data(), n, x_.data());
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const LayerWeights& w = layers_[l];
+    be.rmsnorm(x_.data(), w.attn_norm.data(), n, dim, cfg_.rms_eps, xn_.data());
+    be.matmul(w.wq, xn_.data(), n, q_.data());
+    be.matmul(w.wk, xn_.data(), n, k_.data());
+    be.matmul(w.wv, xn_.data(), n, v_.data());
+    be.rope(q_.data(), n, static_cast<size_t>(cfg_.n_heads), hd, static_cast<size_t>(cfg_.rope_dim),
+            batch.positions.data(), inv_freq_.data());
+    be.rope(k_.data(), n, static_cast<size_t>(cfg_.n_kv_heads), hd,
+            static_cast<size_t>(cfg_.rope_dim), batch.positions.data(), inv_freq_.data());
+    // All of the batch's K/V go into the cache first; each token then attends to its own
+    // sequence up to its own position, which makes attention causal within a prompt chunk.
+    for (size_t i = 0; i < n; ++i) {
+      const size_t p = static_cast<size_t>(batch.positions[i]);
+      const size_t slot = static_cast<size_t>(batch.block_tables[i][p / bs]) * bs + p % bs;
+      std::memcpy(kv.k(l, slot), k_.data() + i * kvd, kvd * sizeof(float));
+      std::memcpy(kv.v(l, slot), v_.data() + i * kvd, kvd * sizeof(float));
+    }
+    AttentionArgs a;
+    a.q = q_.data();
+    a.out = att_.data();
+    a.n_tokens = n;
+    a.n_heads = static_cast<size_t>(cfg_.n_heads);
+    a.n_kv_heads = static_cast<size_t>(cfg_.n_kv_heads);
+    a.head_dim = hd;
+    a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+    a.kv = kv.layer_view(l);
+    a.block_tables = batch.block_tables.data();
+    a.n_ctx = n_ctx_.data();
+    be.attention(a);
+    be.matmul(w.wo, att_.data(), n, proj_.data());
+    for (size_t i = 0; i < n * dim; ++i) x_[i] += proj_[i];
+
+    be.rmsnorm(x_.data(), w.ffn_norm.data(), n, dim, cfg_.rms_eps, xn_.data());
+    be.matmul(w.w_gate, xn_.data(), n, gate_.data());
+    be.matmul(w.w_up, xn_.data(), n, up_.data());
+    be.swiglu(gate_.data(), up_.data(), n * ffn, hidden_.data());
+    be.matmul(w.w_down, hidden_.data(), n, proj_.data());
+    for (size_t i = 0; i < n * dim; ++i) x_[i] += proj_[i];
+  }
+
+  // Only the rows that need logits go through the (large) output projection.
+  const size_t m = batch.logit_rows.size();
+  if (m == 0) return;
+  for (size_t j = 0; j < m; ++j) {
+    const size_t r = static_cast<size_t>(batch.logit_rows[j]);
+    if (r >= n) throw Error("forward: logit row out of range");
+    std::memcpy(att_.data() + j * dim, x_.data() + r * dim, dim * sizeof(float));
+  }
+  be.rmsnorm(att_.data(), output_norm_.data(), m, dim, cfg_.rms_eps, xn_.data());
+  be.matmul(output_, xn_.data(), m, logits);
+}
+
+}  // namespace lift

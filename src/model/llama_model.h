@@ -1,0 +1,57 @@
+// A Llama-family decoder: weights viewed in place in the mapped GGUF file, and one forward
+// pass that serves prefill chunks and decode tokens of many sequences alike.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf_file.h"
+#include "kernels/backend.h"
+#include "kv/kv_cache.h"
+#include "model/forward_batch.h"
+#include "model/model_config.h"
+
+namespace lift {
+
+struct LayerWeights {
+  std::vector<float> attn_norm, ffn_norm;
+  Matrix wq, wk, wv, wo;
+  Matrix w_gate, w_up, w_down;
+};
+
+class LlamaModel {
+ public:
+  // Maps the file and checks every tensor's presence, type and shape; throws lift::Error.
+  static std::unique_ptr<LlamaModel> load(const std::string& path);
+  static std::unique_ptr<LlamaModel> from_file(gguf::File file);
+
+  const ModelConfig& config() const { return cfg_; }
+  const gguf::File& file() const { return file_; }
+  size_t weight_bytes() const { return weight_bytes_; }
+  bool tied_output() const { return tied_; }
+
+  // Runs the batch through the model, writing each token's K/V into `kv` at its position's
+  // slot, and fills logits[i * n_vocab ...] for the i-th entry of batch.logit_rows.
+  void forward(Backend& backend, const ForwardBatch& batch, KvCache& kv, float* logits);
+
+ private:
+  explicit LlamaModel(gguf::File file);
+  void ensure_workspace(size_t n_tokens);
+
+  gguf::File file_;
+  ModelConfig cfg_;
+  Matrix token_embd_, output_;
+  std::vector<float> output_norm_;
+  std::vector<LayerWeights> layers_;
+  std::vector<float> inv_freq_;
+  size_t weight_bytes_ = 0;
+  bool tied_ = false;
+
+  // Activations, sized for the largest batch seen so far.
+  size_t capacity_ = 0;
+  std::vector<float> x_, xn_, q_, k_, v_, att_, proj_, gate_, up_, hidden_;
+  std::vector<int32_t> n_ctx_;
+};
+
+}  // namespace lift
