@@ -39,14 +39,15 @@ inline float hsum(__m512 v) {
   return _mm_cvtss_f32(s4);
 }
 
-// f16 scales a, b -> [a x8, b x8].
+// f16 scales a, b -> [a x8, b x8] (broadcast, masked broadcast, convert).
 inline __m512 scale_pair(uint16_t a, uint16_t b) {
-  return _mm512_cvtph_ps(_mm256_set_m128i(_mm_set1_epi16(static_cast<short>(b)),
-                                          _mm_set1_epi16(static_cast<short>(a))));
+  const __m256i h = _mm256_set1_epi16(static_cast<short>(a));
+  return _mm512_cvtph_ps(_mm256_mask_set1_epi16(h, 0xFF00, static_cast<short>(b)));
 }
 // f16 values a, b -> [a, 0 x7, b, 0 x7]: one term per block once the lanes are summed.
 inline __m512 lane0_pair(uint16_t a, uint16_t b) {
-  return _mm512_cvtph_ps(_mm256_set_m128i(_mm_cvtsi32_si128(b), _mm_cvtsi32_si128(a)));
+  const __m256i h = _mm256_maskz_set1_epi16(0x0001, static_cast<short>(a));
+  return _mm512_cvtph_ps(_mm256_mask_set1_epi16(h, 0x0100, static_cast<short>(b)));
 }
 inline __m512i join(__m256i lo, __m256i hi) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
@@ -59,12 +60,14 @@ inline __m128i load128(const uint8_t* p) {
 }
 
 // 16 nibble bytes of each of two blocks -> 64 code bytes in element order
-// [lo(a), hi(a), lo(b), hi(b)] (element j in the low nibble, j+16 in the high one).
-inline __m512i nibbles_pair(__m128i a, __m128i b) {
-  const __m256i v = _mm256_set_m128i(b, a);
-  const __m256i m = _mm256_set1_epi8(0x0F);
-  const __m512i z = join(_mm256_and_si256(v, m), _mm256_and_si256(_mm256_srli_epi16(v, 4), m));
-  return _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0));
+// [lo(a), hi(a), lo(b), hi(b)] (element j in the low nibble, j+16 in the high one): broadcast
+// each block to two 128-bit lanes, shift the odd lanes by 4, mask. b == nullptr: zeros instead.
+inline __m512i nibbles_pair(const uint8_t* a, const uint8_t* b) {
+  const __m512i aa = _mm512_broadcast_i32x4(load128(a));
+  const __m512i z = b != nullptr ? _mm512_mask_broadcast_i32x4(aa, 0xFF00, load128(b))
+                                 : _mm512_maskz_mov_epi32(0x00FF, aa);
+  const __m512i shifted = _mm512_mask_srli_epi16(z, 0xFF00FF00u, z, 4);
+  return _mm512_and_si512(shifted, _mm512_set1_epi8(0x0F));
 }
 
 // ---- integer (quantized activation) path -------------------------------------------------------
@@ -86,7 +89,7 @@ struct QW4_0 {
   static constexpr bool kHasM = false;
   template <bool kTwo>
   static __m512i codes(const uint8_t* p) {
-    return nibbles_pair(load128(p + 2), kTwo ? load128(p + kBytes + 2) : _mm_setzero_si128());
+    return nibbles_pair(p + 2, kTwo ? p + kBytes + 2 : nullptr);
   }
 };
 struct QW4_1 {
@@ -95,15 +98,14 @@ struct QW4_1 {
   static constexpr bool kHasM = true;
   template <bool kTwo>
   static __m512i codes(const uint8_t* p) {
-    return nibbles_pair(load128(p + 4), kTwo ? load128(p + kBytes + 4) : _mm_setzero_si128());
+    return nibbles_pair(p + 4, kTwo ? p + kBytes + 4 : nullptr);
   }
 };
 // Q5 codes: nibbles plus 16 where the element's bit in qh is set (bit e of a block's u32 is
 // element e, so the two u32s form the 64-bit byte mask directly).
 template <size_t kQh, size_t kQs, size_t kSize, bool kTwo>
 inline __m512i codes5(const uint8_t* p) {
-  const __m512i low =
-      nibbles_pair(load128(p + kQs), kTwo ? load128(p + kSize + kQs) : _mm_setzero_si128());
+  const __m512i low = nibbles_pair(p + kQs, kTwo ? p + kSize + kQs : nullptr);
   uint64_t qh = ld32(p + kQh);
   if constexpr (kTwo) qh |= static_cast<uint64_t>(ld32(p + kSize + kQh)) << 32;
   return _mm512_mask_add_epi8(low, static_cast<__mmask64>(qh), low, _mm512_set1_epi8(16));
