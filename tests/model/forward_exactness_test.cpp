@@ -7,6 +7,8 @@
 #include <cstring>
 #include <random>
 
+#include <unistd.h>
+
 #include "model/synthetic_model.h"
 #include "model_test_util.h"
 #include "test_paths.h"
@@ -44,7 +46,9 @@ std::string resolve(const std::string& name) {
   const std::string prefix = "synthetic:";
   if (name.rfind(prefix, 0) != 0) return test::model_path(name);
   const std::string type = name.substr(prefix.size());
-  const std::string path = ::testing::TempDir() + "lift-synth-gqa-" + type + ".gguf";
+  // Per process: ctest runs tests of this binary in parallel processes.
+  const std::string path = ::testing::TempDir() + "lift-synth-gqa-" + type + "-" +
+                           std::to_string(::getpid()) + ".gguf";
   SyntheticSpec spec;
   spec.dim = 128;
   spec.n_layers = 2;
