@@ -80,9 +80,8 @@ const char* af_name(ActFormat af) {
 }
 
 int register_all() {
-  const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,
-                            GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0,
-                            GgmlType::Q4_1, GgmlType::Q5_1};
+  const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
+                            GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q4_1, GgmlType::Q5_1};
   const Shape shapes[] = {{768, 2048}, {2048, 5632}};
   for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
     if (isa > best_isa()) continue;

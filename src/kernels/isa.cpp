@@ -1,5 +1,7 @@
 #include "kernels/isa.h"
 
+#include <cpuid.h>
+
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -9,10 +11,17 @@
 namespace lift::kernels {
 namespace {
 
+// clang 14's __builtin_cpu_supports does not know "f16c", so that bit comes from cpuid leaf 1
+// (it is only usable with AVX enabled by the OS, which the avx2 check below implies).
+bool has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
+
 Isa detect() {
   __builtin_cpu_init();
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                    __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c() &&
+                    __builtin_cpu_supports("bmi2");
   if (!avx2) return Isa::scalar;
   const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&

@@ -9,15 +9,19 @@
 #include <limits>
 #include <random>
 
+#include "kernels/isa.h"
+
 namespace lift::kernels {
 namespace {
 
 // The F16C instructions are the hardware ground truth for IEEE half rounding.
 __attribute__((target("f16c"))) uint16_t hw_f32_to_f16(float f) {
-  return static_cast<uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT));
+  const __m128i h = _mm_cvtps_ph(_mm_set_ss(f), _MM_FROUND_TO_NEAREST_INT);
+  return static_cast<uint16_t>(_mm_cvtsi128_si32(h) & 0xFFFF);
 }
 __attribute__((target("f16c"))) float hw_f16_to_f32(uint16_t h) { return _cvtsh_ss(h); }
-bool have_f16c() { return __builtin_cpu_supports("f16c"); }
+// Every Isa above scalar requires F16C.
+bool have_f16c() { return best_isa() >= Isa::avx2; }
 
 TEST(KernelFp16, KnownValues) {
   EXPECT_EQ(f16_to_f32(0x3C00), 1.0f);
