@@ -150,16 +150,17 @@ void scalar_q8_act(const MatmulArgs& a) {
 }  // namespace
 
 void validate_matmul(const MatmulArgs& a, const char* who) {
-  const std::string tname(ggml_type_name(a.wt));
+  // Messages are only built on failure: this runs on every matmul call.
+  auto tname = [&] { return std::string(ggml_type_name(a.wt)); };
   if (!pair_supported(a.wt, a.af)) {
-    fail(who, "unsupported weight type " + tname + " with " + act_name(a.af) + " activations");
+    fail(who, "unsupported weight type " + tname() + " with " + act_name(a.af) + " activations");
   }
   if ((is_block_type(a.wt) || a.af != ActFormat::f32) && a.n_in % 32 != 0) {
-    fail(who, tname + " needs n_in to be a multiple of 32, got " + std::to_string(a.n_in));
+    fail(who, tname() + " needs n_in to be a multiple of 32, got " + std::to_string(a.n_in));
   }
   if (a.o_begin > a.o_end) fail(who, "o_begin > o_end");
   if (a.o_end > a.o_begin && a.w_row_bytes < ggml_row_bytes(a.wt, a.n_in)) {
-    fail(who, "w_row_bytes " + std::to_string(a.w_row_bytes) + " is less than a " + tname +
+    fail(who, "w_row_bytes " + std::to_string(a.w_row_bytes) + " is less than a " + tname() +
                   " row of " + std::to_string(a.n_in));
   }
   if (a.n_rows > 1 && a.act_stride < act_row_bytes(a.af, a.n_in)) {
