@@ -27,8 +27,9 @@ struct Matrix {
 // V). A sequence's position p lives in slot block_table[p / block_size]*block_size + p %
 // block_size.
 struct KvLayerView {
-  const float* k = nullptr;
-  const float* v = nullptr;
+  GgmlType type = GgmlType::F32;  // storage type of K and V: F32 or F16
+  const void* k = nullptr;
+  const void* v = nullptr;
   size_t kv_dim = 0;
   size_t block_size = 0;
 };

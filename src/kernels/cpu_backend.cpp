@@ -73,15 +73,15 @@ class CpuBackend final : public Backend {
 
   void attention(const AttentionArgs& a) override {
     for (auto& s : scratch_) {
-      if (s.size() < a.kv.block_size) s.resize(a.kv.block_size);
+      if (s.size() < a.kv.block_size + 2 * a.head_dim) s.resize(a.kv.block_size + 2 * a.head_dim);
     }
     const size_t group = a.n_heads / a.n_kv_heads;
     const size_t q_stride = a.n_heads * a.head_dim;
     pool_.parallel_for(a.n_tokens * a.n_heads, [&](size_t task, int thread) {
       const size_t t = task / a.n_heads, h = task % a.n_heads;
-      kernels::attend_head(a.q + t * q_stride + h * a.head_dim, a.kv.k, a.kv.v, a.kv.kv_dim,
-                           (h / group) * a.head_dim, a.head_dim, a.kv.block_size, a.block_tables[t],
-                           a.n_ctx[t], a.scale, scratch_[static_cast<size_t>(thread)].data(),
+      kernels::attend_head(a.q + t * q_stride + h * a.head_dim, a.kv, (h / group) * a.head_dim,
+                           a.head_dim, a.block_tables[t], a.n_ctx[t], a.scale,
+                           scratch_[static_cast<size_t>(thread)].data(),
                            a.out + t * q_stride + h * a.head_dim);
     });
   }

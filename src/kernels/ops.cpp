@@ -4,6 +4,8 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/fp16.h"
+
 namespace lift::kernels {
 
 namespace {
@@ -57,9 +59,25 @@ void swiglu(const float* gate, const float* up, size_t n, float* out) {
   }
 }
 
-void attend_head(const float* q, const float* k_base, const float* v_base, size_t kv_dim,
-                 size_t kv_offset, size_t head_dim, size_t block_size, const int32_t* block_table,
-                 int32_t n_ctx, float scale, float* scratch, float* out) {
+namespace {
+
+// Reads `n` K or V values of one head at `slot` into floats (a no-op view for F32).
+inline const float* load_row(const KvLayerView& kv, const void* base, size_t slot, size_t kv_offset,
+                             size_t n, float* buf) {
+  const size_t at = slot * kv.kv_dim + kv_offset;
+  if (kv.type == GgmlType::F32) return static_cast<const float*>(base) + at;
+  const uint16_t* h = static_cast<const uint16_t*>(base) + at;
+  for (size_t i = 0; i < n; ++i) buf[i] = f16_to_f32(h[i]);
+  return buf;
+}
+
+}  // namespace
+
+void attend_head(const float* q, const KvLayerView& kv, size_t kv_offset, size_t head_dim,
+                 const int32_t* block_table, int32_t n_ctx, float scale, float* scratch,
+                 float* out) {
+  const size_t block_size = kv.block_size;
+  float* row = scratch + block_size;  // head_dim floats for a converted K or V row
   float m = -INFINITY, l = 0.0f;
   std::fill(out, out + head_dim, 0.0f);
   const size_t n = static_cast<size_t>(n_ctx);
@@ -68,7 +86,7 @@ void attend_head(const float* q, const float* k_base, const float* v_base, size_
     const size_t slot0 = static_cast<size_t>(block_table[b]) * block_size;
     float block_max = -INFINITY;
     for (size_t j = 0; j < len; ++j) {
-      const float* k = k_base + (slot0 + j) * kv_dim + kv_offset;
+      const float* k = load_row(kv, kv.k, slot0 + j, kv_offset, head_dim, row);
       scratch[j] = dot16(q, k, head_dim) * scale;
       block_max = std::max(block_max, scratch[j]);
     }
@@ -79,7 +97,7 @@ void attend_head(const float* q, const float* k_base, const float* v_base, size_
     for (size_t j = 0; j < len; ++j) {
       const float p = std::exp(scratch[j] - m_new);
       l += p;
-      const float* v = v_base + (slot0 + j) * kv_dim + kv_offset;
+      const float* v = load_row(kv, kv.v, slot0 + j, kv_offset, head_dim, row);
       for (size_t d = 0; d < head_dim; ++d) out[d] += p * v[d];
     }
     m = m_new;
@@ -88,17 +106,17 @@ void attend_head(const float* q, const float* k_base, const float* v_base, size_
   for (size_t d = 0; d < head_dim; ++d) out[d] *= inv;
 }
 
-void attend_head_reference(const float* q, const float* k_base, const float* v_base, size_t kv_dim,
-                           size_t kv_offset, size_t head_dim, size_t block_size,
+void attend_head_reference(const float* q, const KvLayerView& kv, size_t kv_offset, size_t head_dim,
                            const int32_t* block_table, int32_t n_ctx, float scale, float* out) {
-  const size_t n = static_cast<size_t>(n_ctx);
+  const size_t n = static_cast<size_t>(n_ctx), block_size = kv.block_size;
   std::vector<double> score(n);
+  std::vector<float> row(head_dim);
   auto slot = [&](size_t p) {
     return static_cast<size_t>(block_table[p / block_size]) * block_size + p % block_size;
   };
   double mx = -INFINITY;
   for (size_t p = 0; p < n; ++p) {
-    const float* k = k_base + slot(p) * kv_dim + kv_offset;
+    const float* k = load_row(kv, kv.k, slot(p), kv_offset, head_dim, row.data());
     double d = 0;
     for (size_t i = 0; i < head_dim; ++i) d += static_cast<double>(q[i]) * k[i];
     score[p] = d * scale;
@@ -108,7 +126,7 @@ void attend_head_reference(const float* q, const float* k_base, const float* v_b
   for (double& s : score) sum += (s = std::exp(s - mx));
   std::vector<double> acc(head_dim, 0.0);
   for (size_t p = 0; p < n; ++p) {
-    const float* v = v_base + slot(p) * kv_dim + kv_offset;
+    const float* v = load_row(kv, kv.v, slot(p), kv_offset, head_dim, row.data());
     for (size_t i = 0; i < head_dim; ++i) acc[i] += score[p] / sum * v[i];
   }
   for (size_t i = 0; i < head_dim; ++i) out[i] = static_cast<float>(acc[i]);

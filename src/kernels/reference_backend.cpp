@@ -64,10 +64,9 @@ class ReferenceBackend final : public Backend {
     const size_t q_stride = a.n_heads * a.head_dim;
     for (size_t t = 0; t < a.n_tokens; ++t) {
       for (size_t h = 0; h < a.n_heads; ++h) {
-        kernels::attend_head_reference(a.q + t * q_stride + h * a.head_dim, a.kv.k, a.kv.v,
-                                       a.kv.kv_dim, (h / group) * a.head_dim, a.head_dim,
-                                       a.kv.block_size, a.block_tables[t], a.n_ctx[t], a.scale,
-                                       a.out + t * q_stride + h * a.head_dim);
+        kernels::attend_head_reference(a.q + t * q_stride + h * a.head_dim, a.kv,
+                                       (h / group) * a.head_dim, a.head_dim, a.block_tables[t],
+                                       a.n_ctx[t], a.scale, a.out + t * q_stride + h * a.head_dim);
       }
     }
   }

@@ -1,29 +1,73 @@
 #include "kv/kv_cache.h"
 
-#include <algorithm>
+#include <cstring>
+
+#include "kernels/fp16.h"
+#include "util/error.h"
 
 namespace lift {
 
-KvCache::KvCache(const ModelConfig& cfg, size_t n_blocks, size_t block_size)
+const char* kv_type_name(KvType t) { return t == KvType::f16 ? "f16" : "f32"; }
+
+KvType parse_kv_type(const std::string& s) {
+  if (s == "f32") return KvType::f32;
+  if (s == "f16") return KvType::f16;
+  throw Error("unknown KV cache type '" + s + "' (use f32 or f16)");
+}
+
+size_t KvCache::bytes_per_token(const ModelConfig& cfg, KvType type) {
+  return 2 * static_cast<size_t>(cfg.kv_dim()) * (type == KvType::f16 ? 2 : 4) *
+         static_cast<size_t>(cfg.n_layers);
+}
+
+size_t KvCache::blocks_for_budget(const ModelConfig& cfg, KvType type, size_t block_size,
+                                  size_t budget_bytes) {
+  return budget_bytes / (bytes_per_token(cfg, type) * block_size);
+}
+
+KvCache::KvCache(const ModelConfig& cfg, size_t n_blocks, size_t block_size, KvType type)
     : n_blocks_(n_blocks),
       block_size_(block_size),
       kv_dim_(static_cast<size_t>(cfg.kv_dim())),
-      n_layers_(static_cast<size_t>(cfg.n_layers)) {
+      n_layers_(static_cast<size_t>(cfg.n_layers)),
+      type_(type),
+      elem_bytes_(type == KvType::f16 ? 2 : 4) {
+  if (block_size == 0) throw Error("KV block size must be positive");
+  const size_t bytes = n_blocks * block_size * kv_dim_ * elem_bytes_;
   k_.resize(n_layers_);
   v_.resize(n_layers_);
   for (size_t l = 0; l < n_layers_; ++l) {
-    k_[l].assign(n_blocks * block_size * kv_dim_, 0.0f);
-    v_[l].assign(n_blocks * block_size * kv_dim_, 0.0f);
+    k_[l].assign(bytes, 0);
+    v_[l].assign(bytes, 0);
   }
 }
 
+void KvCache::write(size_t layer, size_t slot, const float* k, const float* v) {
+  const size_t at = slot * kv_dim_ * elem_bytes_;
+  if (type_ == KvType::f32) {
+    std::memcpy(k_[layer].data() + at, k, kv_dim_ * sizeof(float));
+    std::memcpy(v_[layer].data() + at, v, kv_dim_ * sizeof(float));
+    return;
+  }
+  uint16_t* kh = reinterpret_cast<uint16_t*>(k_[layer].data() + at);
+  uint16_t* vh = reinterpret_cast<uint16_t*>(v_[layer].data() + at);
+  for (size_t i = 0; i < kv_dim_; ++i) {
+    kh[i] = kernels::f32_to_f16(k[i]);
+    vh[i] = kernels::f32_to_f16(v[i]);
+  }
+}
+
+KvLayerView KvCache::layer_view(size_t layer) const {
+  return {type_ == KvType::f16 ? GgmlType::F16 : GgmlType::F32, k_[layer].data(), v_[layer].data(),
+          kv_dim_, block_size_};
+}
+
 void KvCache::copy_block(int32_t src, int32_t dst) {
-  const size_t n = block_size_ * kv_dim_;
+  const size_t n = block_size_ * kv_dim_ * elem_bytes_;
+  const size_t s = static_cast<size_t>(src) * n, d = static_cast<size_t>(dst) * n;
   for (size_t l = 0; l < n_layers_; ++l) {
-    std::copy_n(k_[l].data() + static_cast<size_t>(src) * n, n,
-                k_[l].data() + static_cast<size_t>(dst) * n);
-    std::copy_n(v_[l].data() + static_cast<size_t>(src) * n, n,
-                v_[l].data() + static_cast<size_t>(dst) * n);
+    std::memcpy(k_[l].data() + d, k_[l].data() + s, n);
+    std::memcpy(v_[l].data() + d, v_[l].data() + s, n);
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -12,27 +13,38 @@
 
 namespace lift {
 
+enum class KvType { f32, f16 };
+const char* kv_type_name(KvType t);
+KvType parse_kv_type(const std::string& s);  // "f32" | "f16"; throws lift::Error
+
 class KvCache {
  public:
-  KvCache(const ModelConfig& cfg, size_t n_blocks, size_t block_size);
+  KvCache(const ModelConfig& cfg, size_t n_blocks, size_t block_size, KvType type = KvType::f32);
+
+  // Bytes of K and V for one token over all layers.
+  static size_t bytes_per_token(const ModelConfig& cfg, KvType type);
+  // How many blocks fit in a memory budget.
+  static size_t blocks_for_budget(const ModelConfig& cfg, KvType type, size_t block_size,
+                                  size_t budget_bytes);
 
   size_t n_blocks() const { return n_blocks_; }
   size_t block_size() const { return block_size_; }
   size_t kv_dim() const { return kv_dim_; }
-  // Bytes of K and V for one token over all layers.
-  size_t bytes_per_token() const { return 2 * kv_dim_ * sizeof(float) * n_layers_; }
+  KvType type() const { return type_; }
+  size_t bytes_per_token() const { return 2 * kv_dim_ * elem_bytes_ * n_layers_; }
+  size_t total_bytes() const { return bytes_per_token() * n_blocks_ * block_size_; }
 
-  float* k(size_t layer, size_t slot) { return k_[layer].data() + slot * kv_dim_; }
-  float* v(size_t layer, size_t slot) { return v_[layer].data() + slot * kv_dim_; }
-  KvLayerView layer_view(size_t layer) const {
-    return {k_[layer].data(), v_[layer].data(), kv_dim_, block_size_};
-  }
+  // Stores one token's K and V rows (converted to the cache's type) at a slot.
+  void write(size_t layer, size_t slot, const float* k, const float* v);
+  KvLayerView layer_view(size_t layer) const;
   // Copies every layer's K/V of one block into another (copy-on-write).
   void copy_block(int32_t src, int32_t dst);
 
  private:
   size_t n_blocks_, block_size_, kv_dim_, n_layers_;
-  std::vector<std::vector<float>> k_, v_;
+  KvType type_;
+  size_t elem_bytes_;
+  std::vector<std::vector<uint8_t>> k_, v_;
 };
 
 }  // namespace lift

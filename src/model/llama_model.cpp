@@ -151,8 +151,7 @@ void LlamaModel::forward(Backend& be, const ForwardBatch& batch, KvCache& kv, fl
     for (size_t i = 0; i < n; ++i) {
       const size_t p = static_cast<size_t>(batch.positions[i]);
       const size_t slot = static_cast<size_t>(batch.block_tables[i][p / bs]) * bs + p % bs;
-      std::memcpy(kv.k(l, slot), k_.data() + i * kvd, kvd * sizeof(float));
-      std::memcpy(kv.v(l, slot), v_.data() + i * kvd, kvd * sizeof(float));
+      kv.write(l, slot, k_.data() + i * kvd, v_.data() + i * kvd);
     }
     AttentionArgs a;
     a.q = q_.data();
