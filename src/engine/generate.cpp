@@ -74,7 +74,7 @@ GenerationResult generate(LlamaModel& model, Backend& backend, const GenerationR
     }
     res.tokens.push_back(tok);
     if (!req.ignore_eos && tok == req.eos_id) {
-      res.finish = FinishReason::eos;
+      res.finish = FinishReason::stop;
       break;
     }
     if (std::find(req.stop_token_ids.begin(), req.stop_token_ids.end(), tok) !=

@@ -7,6 +7,7 @@
 #include <functional>
 #include <vector>
 
+#include "engine/request.h"
 #include "engine/sampler.h"
 #include "kernels/backend.h"
 #include "model/llama_model.h"
@@ -24,8 +25,6 @@ struct GenerationRequest {
   // KV cache saves.
   bool use_kv_cache = true;
 };
-
-enum class FinishReason { length, stop, eos };
 
 struct GenerationResult {
   std::vector<int32_t> tokens;

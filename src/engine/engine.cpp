@@ -1,0 +1,403 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "util/error.h"
+
+namespace lift {
+
+namespace {
+
+size_t pool_blocks(const ModelConfig& cfg, const EngineConfig& e) {
+  if (e.kv_blocks > 0) return e.kv_blocks;
+  const size_t n = KvCache::blocks_for_budget(cfg, e.kv_type, e.block_size, e.kv_cache_bytes);
+  if (n == 0) {
+    throw Error("the KV cache budget of " + std::to_string(e.kv_cache_bytes) +
+                " bytes holds not even one block of " + std::to_string(e.block_size) +
+                " tokens; raise --kv-cache-memory");
+  }
+  return n;
+}
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+Engine::Engine(LlamaModel& model, const Tokenizer& tokenizer, EngineConfig cfg)
+    : model_(model),
+      tok_(tokenizer),
+      cfg_(cfg),
+      pool_(cfg.threads),
+      backend_(make_cpu_backend(pool_, cfg.backend)),
+      kv_(model.config(), pool_blocks(model.config(), cfg), cfg.block_size, cfg.kv_type),
+      blocks_(kv_.n_blocks(), cfg.block_size, cfg.prefix_caching),
+      scheduler_(cfg.scheduler, blocks_),
+      runner_(model, *backend_, kv_),
+      outputs_(tokenizer, model.config().context_length),
+      sampler_(model.config().n_vocab) {
+  if (tokenizer.vocab().size() != model.config().n_vocab) {
+    throw Error("the tokenizer has " + std::to_string(tokenizer.vocab().size()) +
+                " tokens but the model's vocabulary has " + std::to_string(model.config().n_vocab));
+  }
+  metrics_.kv_total_blocks = kv_.n_blocks();
+}
+
+Engine::~Engine() { stop(); }
+
+Submitted Engine::add_request(std::string_view text, RequestParams params) {
+  return add_request(tok_.encode(text, tok_.vocab().add_bos(), /*parse_special=*/false),
+                     std::move(params));
+}
+
+Submitted Engine::add_request(std::vector<int32_t> prompt, RequestParams params) {
+  const ModelConfig& mc = model_.config();
+  if (prompt.empty()) throw Error("the prompt is empty: at least one token is needed");
+  for (int32_t t : prompt) {
+    if (t < 0 || t >= mc.n_vocab) {
+      throw Error("prompt token id " + std::to_string(t) + " is outside the vocabulary (0.." +
+                  std::to_string(mc.n_vocab - 1) + ")");
+    }
+  }
+  if (prompt.size() >= static_cast<size_t>(mc.context_length)) {
+    throw Error("the prompt has " + std::to_string(prompt.size()) +
+                " tokens, but the model's context is " + std::to_string(mc.context_length) +
+                " tokens (the prompt must leave room for at least one generated token)");
+  }
+  if (const std::string err = params.validate(mc.n_vocab); !err.empty()) throw Error(err);
+  params.max_tokens =
+      std::min<int>(params.max_tokens, mc.context_length - static_cast<int>(prompt.size()));
+  params.min_tokens = std::min(params.min_tokens, params.max_tokens);
+  const size_t bs = cfg_.block_size;
+  const size_t prompt_blocks = (prompt.size() + bs - 1) / bs;
+  const size_t need =
+      prompt_blocks +
+      static_cast<size_t>(params.n) * ((static_cast<size_t>(params.max_tokens) + bs - 1) / bs + 1);
+  if (need > kv_.n_blocks()) {
+    throw Error("the request needs up to " + std::to_string(need) + " KV blocks (" +
+                std::to_string(prompt.size()) + " prompt tokens, max_tokens " +
+                std::to_string(params.max_tokens) + ", n " + std::to_string(params.n) +
+                ") but the whole cache has " + std::to_string(kv_.n_blocks()) +
+                "; lower max_tokens or raise --kv-cache-memory");
+  }
+  auto req = std::make_unique<RequestState>();
+  req->id = next_request_id_.fetch_add(1);
+  req->arrival = req->id;
+  req->arrival_time = Clock::now();
+  req->stream = std::make_shared<OutputStream>(params.n);
+  req->params = std::move(params);
+  req->n_prompt = static_cast<int>(prompt.size());
+  Submitted s{req->id, req->stream};
+  in_flight_.fetch_add(1);
+  {
+    std::lock_guard<std::mutex> lock(inbox_mu_);
+    inbox_.push_back({std::move(req), std::move(prompt)});
+  }
+  inbox_cv_.notify_one();
+  return s;
+}
+
+void Engine::abort(uint64_t id) {
+  {
+    std::lock_guard<std::mutex> lock(inbox_mu_);
+    aborts_.push_back(id);
+  }
+  inbox_cv_.notify_one();
+}
+
+void Engine::admit(std::unique_ptr<RequestState> req, std::vector<int32_t> prompt) {
+  auto seq = std::make_unique<Sequence>();
+  seq->id = next_seq_id_++;
+  seq->req = req.get();
+  seq->index = 0;
+  const bool bos_only = prompt.size() == 1 && prompt[0] == tok_.vocab().bos_id();
+  seq->n_prompt = prompt.size();
+  seq->tokens = std::move(prompt);
+  seq->decoder = std::make_unique<StreamDecoder>(tok_, bos_only);
+  req->open_samples = req->params.n;
+  scheduler_.add_waiting(seq.get());
+  {
+    std::lock_guard<std::mutex> lock(metrics_mu_);
+    metrics_.prompt_tokens += seq->n_prompt;
+  }
+  seqs_[req->id].push_back(std::move(seq));
+  const uint64_t id = req->id;
+  requests_.emplace(id, std::move(req));
+}
+
+void Engine::drain_inbox() {
+  std::vector<Pending> in;
+  std::vector<uint64_t> aborts;
+  {
+    std::lock_guard<std::mutex> lock(inbox_mu_);
+    in.swap(inbox_);
+    aborts.swap(aborts_);
+  }
+  for (Pending& p : in) admit(std::move(p.req), std::move(p.prompt));
+  for (uint64_t id : aborts) {
+    auto it = seqs_.find(id);
+    if (it == seqs_.end()) continue;
+    for (auto& seq : it->second) {
+      if (seq->status == SeqStatus::finished) continue;
+      RequestOutput out;
+      out.request_id = id;
+      out.index = seq->index;
+      out.finish = FinishReason::abort;
+      outputs_.flush(*seq, out);
+      finish(seq.get(), out);
+    }
+    // Samples not forked yet will never exist: close them too.
+    RequestState* req = requests_.at(id).get();
+    while (req->open_samples > 0) {
+      RequestOutput out;
+      out.request_id = id;
+      out.index = req->params.n - req->open_samples;
+      out.finish = FinishReason::abort;
+      --req->open_samples;
+      req->stream->push(std::move(out));
+    }
+    seqs_.erase(it);
+    requests_.erase(id);
+    in_flight_.fetch_sub(1);
+  }
+}
+
+void Engine::finish(Sequence* seq, RequestOutput& out) {
+  RequestState* req = seq->req;
+  out.prompt_tokens = req->n_prompt;
+  out.completion_tokens = static_cast<int>(seq->n_output());
+  out.cached_tokens = req->cached_tokens;
+  scheduler_.remove(seq);
+  --req->open_samples;
+  {
+    std::lock_guard<std::mutex> lock(metrics_mu_);
+    metrics_.e2e.observe(seconds(Clock::now() - req->arrival_time));
+    if (req->open_samples == 0) ++metrics_.requests_finished;
+  }
+  req->stream->push(std::move(out));
+}
+
+void Engine::fork_samples(Sequence* parent) {
+  parent->forked = true;
+  auto& group = seqs_[parent->req->id];
+  for (int i = 1; i < parent->req->params.n; ++i) {
+    auto child = std::make_unique<Sequence>();
+    child->id = next_seq_id_++;
+    child->req = parent->req;
+    child->index = i;
+    child->tokens = parent->tokens;
+    child->n_prompt = parent->n_prompt;
+    child->n_computed = parent->n_computed;
+    child->forked = true;
+    child->scheduled_once = true;
+    child->decoder = std::make_unique<StreamDecoder>(tok_, parent->n_prompt == 1);
+    blocks_.fork(parent->table, child->table);
+    scheduler_.add_running(child.get());
+    group.push_back(std::move(child));
+  }
+}
+
+void Engine::sample_and_emit(Sequence* seq, std::span<float> logits) {
+  RequestState* req = seq->req;
+  const RequestParams& p = req->params;
+  size_t first = 0, last = 1;  // range of samples in seqs_[req] drawing from these logits
+  auto& group = seqs_[req->id];
+  if (p.n > 1 && !seq->forked) {
+    fork_samples(seq);
+    first = group.size() - static_cast<size_t>(p.n);
+    last = group.size();
+  }
+  for (size_t g = first; g < last; ++g) {
+    Sequence* s = p.n > 1 && first + 1 != last ? group[g].get() : seq;
+    std::span<float> l = logits;
+    if (last - first > 1) {
+      logits_copy_.assign(logits.begin(), logits.end());
+      l = logits_copy_;
+    }
+    if (s->n_output() < static_cast<size_t>(p.min_tokens)) {
+      if (!p.ignore_eos && tok_.vocab().eos_id() >= 0)
+        l[static_cast<size_t>(tok_.vocab().eos_id())] = -INFINITY;
+      for (int32_t t : p.stop_token_ids) l[static_cast<size_t>(t)] = -INFINITY;
+    }
+    SampleResult result;
+    const std::span<const int32_t> prompt(s->tokens.data(), s->n_prompt);
+    const std::span<const int32_t> output(s->tokens.data() + s->n_prompt, s->n_output());
+    const int32_t token =
+        sampler_.sample(l, p.sampling, prompt, output, static_cast<uint64_t>(s->index),
+                        static_cast<uint64_t>(s->n_output()), p.logprobs ? &result : nullptr);
+    RequestOutput out;
+    out.request_id = req->id;
+    out.index = s->index;
+    if (p.logprobs) out.logprobs.push_back({token, result.logprob, result.top});
+    outputs_.process(*s, token, out);
+    const auto now = Clock::now();
+    {
+      std::lock_guard<std::mutex> lock(metrics_mu_);
+      ++metrics_.generation_tokens;
+      if (s->n_output() == 1) {
+        metrics_.ttft.observe(seconds(now - req->arrival_time));
+      } else {
+        metrics_.inter_token.observe(seconds(now - s->last_token_time));
+      }
+    }
+    s->last_token_time = now;
+    if (out.finish != FinishReason::none) {
+      finish(s, out);
+    } else {
+      req->stream->push(std::move(out));
+    }
+  }
+}
+
+bool Engine::step() {
+  drain_inbox();
+  if (!scheduler_.has_work()) return false;
+  scheduler_.schedule(step_);
+  if (cfg_.check_invariants) {
+    scheduler_.check(step_);
+    std::vector<const BlockTable*> tables;
+    for (const auto& [id, group] : seqs_) {
+      for (const auto& s : group) {
+        if (s->status != SeqStatus::finished) tables.push_back(&s->table);
+      }
+    }
+    blocks_.check_invariants(tables);
+  }
+  if (step_.batch.empty()) {
+    throw Error("internal: the scheduler found work but scheduled nothing");
+  }
+  const auto now = Clock::now();
+  for (const ScheduledSeq& s : step_.batch) {
+    Sequence* seq = s.seq;
+    if (!seq->scheduled_once) {
+      seq->scheduled_once = true;
+      seq->req->cached_tokens = static_cast<int>(seq->n_computed);
+      std::lock_guard<std::mutex> lock(metrics_mu_);
+      metrics_.queue_time.observe(seconds(now - seq->req->arrival_time));
+    }
+  }
+  runner_.run(step_);
+  for (const ScheduledSeq& s : step_.batch) {
+    Sequence* seq = s.seq;
+    const size_t before = seq->n_computed;
+    seq->n_computed += s.n_tokens;
+    if (before < seq->recompute_from) {
+      recomputed_tokens_ += std::min(seq->n_computed, seq->recompute_from) - before;
+    }
+    if (seq->n_computed >= seq->recompute_from) seq->recompute_from = 0;
+    blocks_.commit(seq->table, seq->tokens, seq->n_computed);
+  }
+  const auto& sampled = runner_.sampled();
+  for (size_t i = 0; i < sampled.size(); ++i) sample_and_emit(sampled[i], runner_.logits(i));
+
+  // Requests whose every sample finished leave now (not earlier: this step's lists still
+  // pointed at their sequences).
+  for (auto it = requests_.begin(); it != requests_.end();) {
+    if (it->second->open_samples == 0) {
+      seqs_.erase(it->first);
+      it = requests_.erase(it);
+      in_flight_.fetch_sub(1);
+    } else {
+      ++it;
+    }
+  }
+  update_metrics();
+  return true;
+}
+
+void Engine::update_metrics() {
+  std::lock_guard<std::mutex> lock(metrics_mu_);
+  metrics_.running = scheduler_.running().size();
+  metrics_.waiting = scheduler_.waiting().size();
+  metrics_.kv_used_blocks = blocks_.n_used();
+  metrics_.kv_usage = blocks_.usage();
+  const BlockManagerStats& st = blocks_.stats();
+  metrics_.prefix_queries = st.prefix_queries * cfg_.block_size;
+  metrics_.prefix_hits = st.prefix_hit_tokens;
+  metrics_.preemptions = scheduler_.preemptions();
+  metrics_.recomputed_tokens = recomputed_tokens_;
+  ++metrics_.steps;
+}
+
+EngineMetrics Engine::metrics() const {
+  std::lock_guard<std::mutex> lock(metrics_mu_);
+  return metrics_;
+}
+
+void Engine::run_until_idle() {
+  while (in_flight_.load() > 0) {
+    if (!step() && in_flight_.load() > 0) {
+      std::lock_guard<std::mutex> lock(inbox_mu_);
+      if (inbox_.empty() && aborts_.empty())
+        throw Error("internal: engine idle with requests in flight");
+    }
+  }
+}
+
+void Engine::loop() {
+  while (!stop_.load()) {
+    {
+      std::unique_lock<std::mutex> lock(inbox_mu_);
+      inbox_cv_.wait(lock, [&] {
+        return stop_.load() || !inbox_.empty() || !aborts_.empty() || scheduler_.has_work();
+      });
+    }
+    if (stop_.load()) break;
+    try {
+      step();
+    } catch (const std::exception& e) {
+      fail_all(e.what());
+    }
+  }
+  // Close every stream so no reader waits forever.
+  drain_inbox();
+  for (auto& [id, req] : requests_) abort(id);
+  drain_inbox();
+}
+
+void Engine::fail_all(const std::string& why) {
+  // A failed step leaves no request half-alive: every sample ends with the error and every
+  // KV block comes back.
+  for (auto& [id, group] : seqs_) {
+    for (auto& seq : group) {
+      if (seq->status == SeqStatus::finished) continue;
+      RequestOutput out;
+      out.request_id = id;
+      out.index = seq->index;
+      out.finish = FinishReason::error;
+      out.error = why;
+      finish(seq.get(), out);
+    }
+    RequestState* req = requests_.at(id).get();
+    while (req->open_samples > 0) {
+      RequestOutput out;
+      out.request_id = id;
+      out.index = req->params.n - req->open_samples;
+      out.finish = FinishReason::error;
+      out.error = why;
+      --req->open_samples;
+      req->stream->push(std::move(out));
+    }
+    in_flight_.fetch_sub(1);
+  }
+  seqs_.clear();
+  requests_.clear();
+}
+
+void Engine::start() {
+  if (thread_.joinable()) return;
+  stop_.store(false);
+  thread_ = std::thread([this] { loop(); });
+}
+
+void Engine::stop() {
+  if (!thread_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(inbox_mu_);
+    stop_.store(true);
+  }
+  inbox_cv_.notify_all();
+  thread_.join();
+}
+
+}  // namespace lift

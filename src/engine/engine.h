@@ -1,0 +1,123 @@
+// The serving engine: requests in from any thread, one engine thread running steps of
+// continuous batching (schedule → forward → sample → detokenize → stream), outputs out
+// through each request's OutputStream. No lock is held across a forward pass.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/metrics.h"
+#include "engine/model_runner.h"
+#include "engine/output_processor.h"
+#include "engine/sampler.h"
+#include "engine/scheduler.h"
+#include "kv/block_manager.h"
+#include "kv/kv_cache.h"
+#include "model/llama_model.h"
+#include "tokenizer/tokenizer.h"
+#include "util/thread_pool.h"
+
+namespace lift {
+
+struct EngineConfig {
+  SchedulerConfig scheduler;
+  size_t kv_cache_bytes = size_t{256} << 20;
+  size_t kv_blocks = 0;  // if set, overrides kv_cache_bytes
+  size_t block_size = 16;
+  KvType kv_type = KvType::f32;
+  bool prefix_caching = true;
+  int threads = 0;
+  BackendOptions backend;
+  bool check_invariants = false;  // scheduler and block-manager self-checks every step
+};
+
+struct Submitted {
+  uint64_t id = 0;
+  std::shared_ptr<OutputStream> stream;
+};
+
+class Engine {
+ public:
+  Engine(LlamaModel& model, const Tokenizer& tokenizer, EngineConfig cfg);
+  ~Engine();
+
+  // Validates and queues a request; throws lift::Error with what to fix (empty or oversized
+  // prompt, bad parameters, a request the KV pool can never hold). Thread-safe.
+  Submitted add_request(std::vector<int32_t> prompt, RequestParams params);
+  Submitted add_request(std::string_view text, RequestParams params);
+  // Ends a request wherever it is; its samples finish with FinishReason::abort and its KV
+  // blocks come back. Unknown or finished ids are ignored. Thread-safe.
+  void abort(uint64_t id);
+
+  // Runs the engine loop on its own thread until stop().
+  void start();
+  void stop();
+  // One step on the calling thread (tests, offline benchmarks); false when idle.
+  bool step();
+  // Steps until every submitted request has finished.
+  void run_until_idle();
+
+  EngineMetrics metrics() const;
+  const BlockManager& blocks() const { return blocks_; }
+  const KvCache& kv() const { return kv_; }
+  const LlamaModel& model() const { return model_; }
+  const Tokenizer& tokenizer() const { return tok_; }
+  const EngineConfig& config() const { return cfg_; }
+
+ private:
+  void drain_inbox();
+  void admit(std::unique_ptr<RequestState> req, std::vector<int32_t> prompt);
+  void finish(Sequence* seq, RequestOutput& out);
+  void sample_and_emit(Sequence* seq, std::span<float> logits);
+  void fork_samples(Sequence* parent);
+  void update_metrics();
+  void fail_all(const std::string& why);
+  void loop();
+
+  LlamaModel& model_;
+  const Tokenizer& tok_;
+  EngineConfig cfg_;
+  ThreadPool pool_;
+  std::unique_ptr<Backend> backend_;
+  KvCache kv_;
+  BlockManager blocks_;
+  Scheduler scheduler_;
+  ModelRunner runner_;
+  OutputProcessor outputs_;
+  Sampler sampler_;
+  SchedulerOutput step_;
+  std::vector<float> logits_copy_;
+
+  // Engine-thread state.
+  std::unordered_map<uint64_t, std::unique_ptr<RequestState>> requests_;
+  std::unordered_map<uint64_t, std::vector<std::unique_ptr<Sequence>>> seqs_;  // by request
+  uint64_t next_seq_id_ = 0;
+
+  // Inbox from other threads.
+  struct Pending {
+    std::unique_ptr<RequestState> req;
+    std::vector<int32_t> prompt;
+  };
+  std::mutex inbox_mu_;
+  std::condition_variable inbox_cv_;
+  std::vector<Pending> inbox_;
+  std::vector<uint64_t> aborts_;
+  std::atomic<uint64_t> next_request_id_{1};
+  std::atomic<uint64_t> in_flight_{0};
+
+  mutable std::mutex metrics_mu_;
+  EngineMetrics metrics_;
+  uint64_t recomputed_tokens_ = 0;
+
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+};
+
+}  // namespace lift

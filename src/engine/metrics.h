@@ -1,0 +1,63 @@
+// Counters and latency histograms the engine keeps for /metrics and benchmarks, with the
+// meanings vLLM gives them.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+namespace lift {
+
+// Cumulative histogram with fixed bucket bounds (Prometheus style).
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> bounds)
+      : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+  void observe(double v) {
+    size_t i = 0;
+    while (i < bounds_.size() && v > bounds_[i]) ++i;
+    ++counts_[i];
+    sum_ += v;
+    ++count_;
+  }
+  const std::vector<double>& bounds() const { return bounds_; }
+  const std::vector<uint64_t>& counts() const { return counts_; }  // per bucket, last = +Inf
+  double sum() const { return sum_; }
+  uint64_t count() const { return count_; }
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<uint64_t> counts_;
+  double sum_ = 0;
+  uint64_t count_ = 0;
+};
+
+inline std::vector<double> latency_buckets() {
+  return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25, 0.5,
+          0.75,  1.0,   2.5,  5.0,  7.5,  10.0, 20.0, 40.0, 80.0};
+}
+
+struct EngineMetrics {
+  // Gauges.
+  size_t running = 0;
+  size_t waiting = 0;
+  size_t kv_used_blocks = 0;
+  size_t kv_total_blocks = 0;
+  double kv_usage = 0;  // used / total (cached blocks are reusable, so not counted)
+  // Counters.
+  uint64_t prefix_queries = 0;  // prompt tokens looked up in the prefix cache
+  uint64_t prefix_hits = 0;     // of which found
+  uint64_t preemptions = 0;
+  uint64_t recomputed_tokens = 0;
+  uint64_t prompt_tokens = 0;
+  uint64_t generation_tokens = 0;
+  uint64_t requests_finished = 0;
+  uint64_t steps = 0;
+  // Seconds.
+  Histogram ttft{latency_buckets()};
+  Histogram inter_token{latency_buckets()};
+  Histogram e2e{latency_buckets()};
+  Histogram queue_time{latency_buckets()};
+};
+
+}  // namespace lift
