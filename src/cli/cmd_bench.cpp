@@ -1,0 +1,294 @@
+// lift bench: offline throughput (sequential vs static vs continuous batching) and the
+// head-of-line latency benchmark (a short request arriving behind a long prompt).
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/engine_options.h"
+#include "engine/engine.h"
+#include "util/error.h"
+
+namespace lift::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double secs(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+std::vector<int32_t> random_prompt(std::mt19937_64& rng, int len, int vocab, int32_t bos) {
+  std::vector<int32_t> p;
+  p.reserve(static_cast<size_t>(len));
+  if (bos >= 0) p.push_back(bos);
+  std::uniform_int_distribution<int32_t> d(3, vocab - 1);
+  while (p.size() < static_cast<size_t>(len)) p.push_back(d(rng));
+  return p;
+}
+
+// ---- throughput -----------------------------------------------------------------------------
+
+struct ThroughputOptions {
+  std::string model;
+  int num_prompts = 64;
+  int input_len = 128;
+  int output_len = 128;
+  std::string schedulers = "all";
+  uint64_t seed = 0;
+  bool json = false;
+  EngineOptions engine;
+};
+
+nlohmann::json run_throughput(LlamaModel& model, const Tokenizer& tok, const ThroughputOptions& o,
+                              const std::string& policy) {
+  EngineOptions eo = o.engine;
+  eo.scheduler = policy;
+  EngineConfig cfg = eo.to_config();
+  if (policy == "static") cfg.scheduler.max_seqs = std::min<size_t>(cfg.scheduler.max_seqs, 64);
+  Engine engine(model, tok, cfg);
+  std::mt19937_64 rng(o.seed);
+  std::vector<Submitted> subs;
+  RequestParams p;
+  p.max_tokens = o.output_len;
+  p.ignore_eos = true;
+  p.sampling.temperature = 0;
+  const auto t0 = Clock::now();
+  for (int i = 0; i < o.num_prompts; ++i) {
+    subs.push_back(engine.add_request(
+        random_prompt(rng, o.input_len, model.config().n_vocab, tok.vocab().bos_id()), p));
+  }
+  engine.run_until_idle();
+  const double elapsed = secs(Clock::now() - t0);
+  uint64_t out_tokens = 0;
+  for (auto& s : subs) {
+    int n = 0;
+    while (auto out = s.stream->pop(std::chrono::milliseconds(0))) {
+      n += static_cast<int>(out->token_ids.size());
+      if (out->finish == FinishReason::error) throw Error("request failed: " + out->error);
+    }
+    if (n != o.output_len) {
+      throw Error("a request produced " + std::to_string(n) + " tokens instead of " +
+                  std::to_string(o.output_len));
+    }
+    out_tokens += static_cast<uint64_t>(n);
+  }
+  const auto m = engine.metrics();
+  const double in_tokens = static_cast<double>(o.num_prompts) * o.input_len;
+  return {{"scheduler", policy},
+          {"requests", o.num_prompts},
+          {"input_len", o.input_len},
+          {"output_len", o.output_len},
+          {"elapsed_s", elapsed},
+          {"requests_per_s", o.num_prompts / elapsed},
+          {"output_tokens_per_s", static_cast<double>(out_tokens) / elapsed},
+          {"total_tokens_per_s", (in_tokens + static_cast<double>(out_tokens)) / elapsed},
+          {"steps", m.steps},
+          {"preemptions", m.preemptions}};
+}
+
+int throughput(const ThroughputOptions& o) {
+  auto model = LlamaModel::load(o.model);
+  const Tokenizer tok = Tokenizer::from_gguf(model->file());
+  std::vector<std::string> policies;
+  if (o.schedulers == "all") {
+    policies = {"sequential", "static", "continuous"};
+  } else {
+    policies = {o.schedulers};
+  }
+  {
+    Engine probe(*model, tok, o.engine.to_config());
+    print_memory_plan(probe);
+  }
+  std::printf("%-11s %9s %10s %14s %14s %8s\n", "scheduler", "elapsed_s", "requests/s",
+              "output_tok/s", "total_tok/s", "steps");
+  nlohmann::json all = nlohmann::json::array();
+  for (const auto& p : policies) {
+    const auto r = run_throughput(*model, tok, o, p);
+    std::printf("%-11s %9.2f %10.2f %14.1f %14.1f %8llu\n", p.c_str(), r["elapsed_s"].get<double>(),
+                r["requests_per_s"].get<double>(), r["output_tokens_per_s"].get<double>(),
+                r["total_tokens_per_s"].get<double>(),
+                static_cast<unsigned long long>(r["steps"].get<uint64_t>()));
+    std::fflush(stdout);
+    all.push_back(r);
+  }
+  nlohmann::json summary = {{"benchmark", "throughput"}, {"model", o.model}, {"runs", all}};
+  if (all.size() == 3) {
+    const double seq = all[0]["output_tokens_per_s"].get<double>();
+    summary["static_over_sequential"] = all[1]["output_tokens_per_s"].get<double>() / seq;
+    summary["continuous_over_sequential"] = all[2]["output_tokens_per_s"].get<double>() / seq;
+    std::printf("output tokens/s ratio vs sequential: static %.2fx, continuous %.2fx\n",
+                summary["static_over_sequential"].get<double>(),
+                summary["continuous_over_sequential"].get<double>());
+  }
+  std::printf("%s\n", summary.dump().c_str());
+  return 0;
+}
+
+// ---- head of line ---------------------------------------------------------------------------
+
+struct HolOptions {
+  std::string model;
+  int long_len = 2000;
+  int short_len = 16;
+  int decoders = 4;
+  int delay_ms = 100;
+  EngineOptions engine;
+};
+
+struct HolResult {
+  double short_ttft = 0, median_step = 0, max_gap = 0;
+};
+
+// Records when each output of a stream arrived.
+struct Watch {
+  std::shared_ptr<OutputStream> stream;
+  std::vector<Clock::time_point> times;
+  std::atomic<bool> finished{false};
+  std::thread reader;
+  void start() {
+    reader = std::thread([this] {
+      while (!stream->done()) {
+        if (auto o = stream->pop(std::chrono::milliseconds(20))) {
+          if (!o->token_ids.empty()) times.push_back(Clock::now());
+        }
+      }
+      finished = true;
+    });
+  }
+};
+
+HolResult run_hol(LlamaModel& model, const Tokenizer& tok, const HolOptions& o,
+                  size_t prefill_chunk) {
+  EngineOptions eo = o.engine;
+  eo.max_prefill_chunk = prefill_chunk;
+  eo.max_batched_tokens = std::max(eo.max_batched_tokens, prefill_chunk);
+  Engine engine(model, tok, eo.to_config());
+  engine.start();
+  std::mt19937_64 rng(1);
+  const int vocab = model.config().n_vocab;
+  const int32_t bos = tok.vocab().bos_id();
+  RequestParams decode_p;
+  decode_p.max_tokens = 100000;
+  decode_p.ignore_eos = true;
+  decode_p.sampling.temperature = 0;
+  std::vector<std::unique_ptr<Watch>> decoders;
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < o.decoders; ++i) {
+    auto w = std::make_unique<Watch>();
+    const auto s = engine.add_request(random_prompt(rng, 16, vocab, bos), decode_p);
+    w->stream = s.stream;
+    ids.push_back(s.id);
+    w->start();
+    decoders.push_back(std::move(w));
+  }
+  // Let them settle into decoding.
+  for (auto& w : decoders) {
+    while (w->times.size() < 20) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  RequestParams one;
+  one.max_tokens = 1;
+  one.ignore_eos = true;
+  one.sampling.temperature = 0;
+  const auto t_long = Clock::now();
+  auto long_w = std::make_unique<Watch>();
+  long_w->stream = engine.add_request(random_prompt(rng, o.long_len, vocab, bos), one).stream;
+  long_w->start();
+  std::this_thread::sleep_for(std::chrono::milliseconds(o.delay_ms));
+  const auto t_short = Clock::now();
+  auto short_w = std::make_unique<Watch>();
+  short_w->stream = engine.add_request(random_prompt(rng, o.short_len, vocab, bos), one).stream;
+  short_w->start();
+  short_w->reader.join();
+  long_w->reader.join();
+  const auto t_end = long_w->times.empty() ? Clock::now() : long_w->times.back();
+  for (uint64_t id : ids) engine.abort(id);
+  for (auto& w : decoders) w->reader.join();
+  engine.stop();
+
+  HolResult r;
+  r.short_ttft = short_w->times.empty() ? -1 : secs(short_w->times.front() - t_short);
+  std::vector<double> gaps_before, gaps_during;
+  for (auto& w : decoders) {
+    for (size_t i = 1; i < w->times.size(); ++i) {
+      const double g = secs(w->times[i] - w->times[i - 1]);
+      if (w->times[i] < t_long) gaps_before.push_back(g);
+      if (w->times[i] > t_long && w->times[i - 1] <= t_end) gaps_during.push_back(g);
+    }
+  }
+  // The step time: median gap of the decoding streams, over the whole run.
+  std::vector<double> all = gaps_before;
+  all.insert(all.end(), gaps_during.begin(), gaps_during.end());
+  std::sort(all.begin(), all.end());
+  r.median_step = all.empty() ? 0 : all[all.size() / 2];
+  for (double g : gaps_during) r.max_gap = std::max(r.max_gap, g);
+  return r;
+}
+
+int hol(const HolOptions& o) {
+  auto model = LlamaModel::load(o.model);
+  const Tokenizer tok = Tokenizer::from_gguf(model->file());
+  const auto capped = run_hol(*model, tok, o, o.engine.max_prefill_chunk);
+  const auto uncapped = run_hol(*model, tok, o, 2048);
+  auto row = [](const char* name, const HolResult& r) {
+    std::printf(
+        "%-22s short TTFT %8.1f ms  median step %7.1f ms  TTFT/step %5.2f  "
+        "longest decode gap %8.1f ms (%.2f steps)\n",
+        name, r.short_ttft * 1e3, r.median_step * 1e3, r.short_ttft / r.median_step,
+        r.max_gap * 1e3, r.max_gap / r.median_step);
+  };
+  char name[64];
+  std::snprintf(name, sizeof name, "max-prefill-chunk %zu", o.engine.max_prefill_chunk);
+  row(name, capped);
+  row("max-prefill-chunk 2048", uncapped);
+  std::printf("short TTFT capped / uncapped: %.2f\n", capped.short_ttft / uncapped.short_ttft);
+  nlohmann::json j = {{"benchmark", "head_of_line"},
+                      {"capped",
+                       {{"chunk", o.engine.max_prefill_chunk},
+                        {"short_ttft_s", capped.short_ttft},
+                        {"median_step_s", capped.median_step},
+                        {"max_decode_gap_s", capped.max_gap}}},
+                      {"uncapped",
+                       {{"chunk", 2048},
+                        {"short_ttft_s", uncapped.short_ttft},
+                        {"median_step_s", uncapped.median_step},
+                        {"max_decode_gap_s", uncapped.max_gap}}}};
+  std::printf("%s\n", j.dump().c_str());
+  return 0;
+}
+
+}  // namespace
+
+Runner add_bench(CLI::App& app) {
+  CLI::App* bench = app.add_subcommand("bench", "Benchmarks");
+  bench->require_subcommand(1);
+  auto t = std::make_shared<ThroughputOptions>();
+  CLI::App* tc = bench->add_subcommand("throughput", "Offline throughput of the engine");
+  tc->add_option("-m,--model", t->model, "GGUF model")->required();
+  tc->add_option("--num-prompts", t->num_prompts, "Requests")->check(CLI::Range(1, 100000));
+  tc->add_option("--input-len", t->input_len, "Prompt tokens")->check(CLI::Range(1, 1 << 20));
+  tc->add_option("--output-len", t->output_len, "Generated tokens")->check(CLI::Range(1, 1 << 20));
+  tc->add_option("--scheduler", t->schedulers, "sequential|static|continuous|all");
+  tc->add_option("--seed", t->seed, "Prompt seed");
+  add_engine_options(tc, t->engine);
+
+  auto h = std::make_shared<HolOptions>();
+  CLI::App* hc = bench->add_subcommand("hol", "Head-of-line: a short request behind a long one");
+  hc->add_option("-m,--model", h->model, "GGUF model")->required();
+  hc->add_option("--long-len", h->long_len, "Long prompt tokens");
+  hc->add_option("--short-len", h->short_len, "Short prompt tokens");
+  hc->add_option("--decoders", h->decoders, "Streams already decoding");
+  hc->add_option("--delay-ms", h->delay_ms, "Delay between the long and the short request");
+  add_engine_options(hc, h->engine);
+
+  return [=] {
+    if (tc->parsed()) return throughput(*t);
+    if (hc->parsed()) return hol(*h);
+    return 1;
+  };
+}
+
+}  // namespace lift::cli

@@ -1,0 +1,33 @@
+// Engine options shared by serve, chat and the benchmarks, parsed and validated in one place,
+// and the start-up memory plan every engine-backed command prints.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "engine/engine.h"
+
+namespace lift::cli {
+
+struct EngineOptions {
+  std::string kv_cache_memory = "256MiB";
+  std::string kv_type = "f32";
+  size_t block_size = 16;
+  size_t max_batched_tokens = 512;
+  size_t max_seqs = 64;
+  size_t max_prefill_chunk = 256;
+  int threads = 0;
+  bool no_prefix_caching = false;
+  bool exact_activations = false;
+  std::string scheduler = "continuous";
+
+  EngineConfig to_config() const;
+};
+
+void add_engine_options(CLI::App* app, EngineOptions& o);
+// "2GiB", "512MiB", "1.5GB", "1000000" (bytes) -> bytes; throws lift::Error.
+size_t parse_bytes(const std::string& s);
+// Prints weights' size, KV bytes per token and pool capacity to stderr.
+void print_memory_plan(const Engine& e);
+
+}  // namespace lift::cli
