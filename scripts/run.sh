@@ -1,13 +1,11 @@
 #!/usr/bin/env bash
-# Sets up, builds lift (Release) and runs its main job on the default model
-# (../shared/models/stories260K). Extra arguments go to `lift generate`.
+# Sets up, builds lift (Release) and runs its main job: the OpenAI-compatible server on the
+# default model (../shared/models/stories260K), on http://127.0.0.1:8080. Extra arguments go
+# to `lift serve` (e.g. --port 9000, -m MODEL).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
-cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DLIFT_TESTS=OFF >/dev/null
+cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DLIFT_TESTS=OFF \
+  -DLIFT_BENCH=OFF >/dev/null
 ninja -C build/release lift
-model=../shared/models/stories260K/stories260K.gguf
-if [ $# -eq 0 ]; then
-  set -- -p "Once upon a time" -n 128
-fi
-exec build/release/lift generate -m "$model" "$@"
+exec build/release/lift serve -m ../shared/models/stories260K/stories260K.gguf "$@"

@@ -12,5 +12,6 @@ using Runner = std::function<int()>;
 Runner add_generate(CLI::App& app);
 Runner add_make_model(CLI::App& app);
 Runner add_bench(CLI::App& app);
+Runner add_serve(CLI::App& app);
 
 }  // namespace lift::cli

@@ -68,20 +68,6 @@ void add_engine_options(CLI::App* app, EngineOptions& o) {
                 "Multiply quantized weights with f32 activations (no 8-bit rounding)");
 }
 
-void print_memory_plan(const Engine& e) {
-  const auto& cfg = e.model().config();
-  const KvCache& kv = e.kv();
-  std::fprintf(stderr,
-               "lift: model %s: %d layers, dim %d, %d heads (%d kv), vocab %d, context %d; "
-               "weights %.1f MiB\n",
-               cfg.name.c_str(), cfg.n_layers, cfg.dim, cfg.n_heads, cfg.n_kv_heads, cfg.n_vocab,
-               cfg.context_length, static_cast<double>(e.model().weight_bytes()) / (1 << 20));
-  std::fprintf(stderr,
-               "lift: KV cache %s: %zu bytes per token, %zu blocks of %zu tokens = %zu tokens "
-               "(%.1f MiB); prefix caching %s\n",
-               kv_type_name(kv.type()), kv.bytes_per_token(), kv.n_blocks(), kv.block_size(),
-               kv.n_blocks() * kv.block_size(), static_cast<double>(kv.total_bytes()) / (1 << 20),
-               e.config().prefix_caching ? "on" : "off");
-}
+void print_memory_plan(const Engine& e) { std::fputs(e.memory_plan().c_str(), stderr); }
 
 }  // namespace lift::cli

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "util/error.h"
 
@@ -317,6 +318,27 @@ void Engine::update_metrics() {
   metrics_.preemptions = scheduler_.preemptions();
   metrics_.recomputed_tokens = recomputed_tokens_;
   ++metrics_.steps;
+}
+
+std::string Engine::memory_plan() const {
+  const ModelConfig& c = model_.config();
+  char buf[512];
+  std::string s;
+  std::snprintf(buf, sizeof buf,
+                "lift: model %s: %d layers, dim %d, %d heads (%d kv), vocab %d, context %d; "
+                "weights %.1f MiB\n",
+                c.name.c_str(), c.n_layers, c.dim, c.n_heads, c.n_kv_heads, c.n_vocab,
+                c.context_length, static_cast<double>(model_.weight_bytes()) / (1 << 20));
+  s += buf;
+  std::snprintf(buf, sizeof buf,
+                "lift: KV cache %s: %zu bytes per token, %zu blocks of %zu tokens = %zu tokens "
+                "(%.1f MiB); prefix caching %s\n",
+                kv_type_name(kv_.type()), kv_.bytes_per_token(), kv_.n_blocks(), kv_.block_size(),
+                kv_.n_blocks() * kv_.block_size(),
+                static_cast<double>(kv_.total_bytes()) / (1 << 20),
+                cfg_.prefix_caching ? "on" : "off");
+  s += buf;
+  return s;
 }
 
 EngineMetrics Engine::metrics() const {

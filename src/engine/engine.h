@@ -65,6 +65,8 @@ class Engine {
   void run_until_idle();
 
   EngineMetrics metrics() const;
+  // Weights' size, KV bytes per token and the pool's capacity, as lines for start-up logs.
+  std::string memory_plan() const;
   const BlockManager& blocks() const { return blocks_; }
   const KvCache& kv() const { return kv_; }
   const LlamaModel& model() const { return model_; }

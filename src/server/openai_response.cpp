@@ -1,0 +1,152 @@
+#include "server/openai_response.h"
+
+#include <chrono>
+
+#include "tokenizer/utf8.h"
+
+namespace lift {
+
+using nlohmann::json;
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+const char* openai_finish_reason(FinishReason r) {
+  switch (r) {
+    case FinishReason::length:
+      return "length";
+    case FinishReason::none:
+      return nullptr;
+    default:
+      return "stop";
+  }
+}
+
+json error_json(const std::string& message, const std::string& type, const std::string& param,
+                const std::string& code) {
+  return {{"error",
+           {{"message", sanitize_utf8(message)},
+            {"type", type},
+            {"param", param.empty() ? json(nullptr) : json(param)},
+            {"code", code.empty() ? json(nullptr) : json(code)}}}};
+}
+
+ResponseBuilder::ResponseBuilder(const ApiRequest& req, const Tokenizer& tok, std::string id,
+                                 std::string model)
+    : req_(req),
+      tok_(tok),
+      id_(std::move(id)),
+      model_(std::move(model)),
+      created_(std::chrono::duration_cast<std::chrono::seconds>(
+                   std::chrono::system_clock::now().time_since_epoch())
+                   .count()) {}
+
+json ResponseBuilder::base(const char* object) const {
+  return {{"id", id_}, {"object", object}, {"created", created_}, {"model", model_}};
+}
+
+json ResponseBuilder::logprobs_json(const std::vector<TokenLogprobs>& lps,
+                                    size_t text_offset) const {
+  auto piece = [&](int32_t t) { return std::string(tok_.token_to_piece(t)); };
+  auto bytes = [](const std::string& s) {
+    json b = json::array();
+    for (unsigned char c : s) b.push_back(c);
+    return b;
+  };
+  if (req_.chat) {
+    json content = json::array();
+    for (const auto& lp : lps) {
+      const std::string p = piece(lp.token);
+      json top = json::array();
+      for (const auto& t : lp.top) {
+        const std::string tp = piece(t.token);
+        top.push_back({{"token", sanitize_utf8(tp)}, {"logprob", t.logprob}, {"bytes", bytes(tp)}});
+      }
+      content.push_back({{"token", sanitize_utf8(p)},
+                         {"logprob", lp.logprob},
+                         {"bytes", bytes(p)},
+                         {"top_logprobs", top}});
+    }
+    return {{"content", content}};
+  }
+  json tokens = json::array(), token_lp = json::array(), top = json::array(),
+       offsets = json::array();
+  size_t off = text_offset;
+  for (const auto& lp : lps) {
+    const std::string p = sanitize_utf8(piece(lp.token));
+    tokens.push_back(p);
+    token_lp.push_back(lp.logprob);
+    json alt = json::object();
+    for (const auto& t : lp.top) alt[sanitize_utf8(piece(t.token))] = t.logprob;
+    top.push_back(alt);
+    offsets.push_back(off);
+    off += p.size();
+  }
+  return {{"tokens", tokens},
+          {"token_logprobs", token_lp},
+          {"top_logprobs", top},
+          {"text_offset", offsets}};
+}
+
+json ResponseBuilder::role_chunk(int index) const {
+  json c = base("chat.completion.chunk");
+  c["choices"] = json::array({{{"index", index},
+                               {"delta", {{"role", "assistant"}, {"content", ""}}},
+                               {"logprobs", nullptr},
+                               {"finish_reason", nullptr}}});
+  return c;
+}
+
+json ResponseBuilder::chunk(const RequestOutput& out) const {
+  const char* fr = openai_finish_reason(out.finish);
+  json choice = {
+      {"index", out.index},
+      {"logprobs",
+       req_.logprobs && !out.logprobs.empty() ? logprobs_json(out.logprobs, 0) : json(nullptr)},
+      {"finish_reason", fr ? json(fr) : json(nullptr)}};
+  json c;
+  if (req_.chat) {
+    c = base("chat.completion.chunk");
+    choice["delta"] = out.text.empty() && fr ? json::object() : json{{"content", out.text}};
+  } else {
+    c = base("text_completion");
+    choice["text"] = out.text;
+  }
+  c["choices"] = json::array({choice});
+  return c;
+}
+
+json ResponseBuilder::usage_chunk(int prompt_tokens, int completion_tokens) const {
+  json c = base(req_.chat ? "chat.completion.chunk" : "text_completion");
+  c["choices"] = json::array();
+  c["usage"] = {{"prompt_tokens", prompt_tokens},
+                {"completion_tokens", completion_tokens},
+                {"total_tokens", prompt_tokens + completion_tokens}};
+  return c;
+}
+
+json ResponseBuilder::full(const std::vector<SampleAccum>& samples, int prompt_tokens) const {
+  json r = base(req_.chat ? "chat.completion" : "text_completion");
+  json choices = json::array();
+  int completion = 0;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const SampleAccum& s = samples[i];
+    completion += s.completion_tokens;
+    const char* fr = openai_finish_reason(s.finish);
+    json c = {{"index", i},
+              {"logprobs", req_.logprobs ? logprobs_json(s.logprobs, 0) : json(nullptr)},
+              {"finish_reason", fr ? json(fr) : json("stop")}};
+    if (req_.chat) {
+      c["message"] = {{"role", "assistant"}, {"content", s.text}};
+    } else {
+      c["text"] = s.text;
+    }
+    choices.push_back(c);
+  }
+  r["choices"] = choices;
+  r["usage"] = {{"prompt_tokens", prompt_tokens},
+                {"completion_tokens", completion},
+                {"total_tokens", prompt_tokens + completion}};
+  return r;
+}
+
+}  // namespace lift

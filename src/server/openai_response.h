@@ -1,0 +1,49 @@
+// Building OpenAI-shaped responses and stream chunks from engine outputs.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/request.h"
+#include "server/openai_request.h"
+#include "tokenizer/tokenizer.h"
+
+namespace lift {
+
+// Everything one sample accumulated, for the non-streamed response.
+struct SampleAccum {
+  std::string text;
+  std::vector<TokenLogprobs> logprobs;
+  FinishReason finish = FinishReason::none;
+  int completion_tokens = 0;
+};
+
+class ResponseBuilder {
+ public:
+  ResponseBuilder(const ApiRequest& req, const Tokenizer& tok, std::string id, std::string model);
+
+  // One streamed chunk for this output (text delta, logprobs, finish reason).
+  nlohmann::json chunk(const RequestOutput& out) const;
+  // Chat streams open with a chunk carrying the role.
+  nlohmann::json role_chunk(int index) const;
+  nlohmann::json usage_chunk(int prompt_tokens, int completion_tokens) const;
+  nlohmann::json full(const std::vector<SampleAccum>& samples, int prompt_tokens) const;
+
+ private:
+  nlohmann::json logprobs_json(const std::vector<TokenLogprobs>& lp, size_t text_offset) const;
+  nlohmann::json base(const char* object) const;
+
+  const ApiRequest& req_;
+  const Tokenizer& tok_;
+  std::string id_, model_;
+  int64_t created_;
+};
+
+const char* openai_finish_reason(FinishReason r);
+nlohmann::json error_json(const std::string& message, const std::string& type,
+                          const std::string& param, const std::string& code);
+// JSON text that is always valid UTF-8 (invalid bytes become U+FFFD).
+std::string dump(const nlohmann::json& j);
+
+}  // namespace lift
