@@ -294,7 +294,16 @@ ApiRequest parse_chat_request(const std::string& body, const ApiContext& ctx) {
   // has one), so it is tokenized with special tokens parsed and no extra BOS.
   r.prompt = ctx.tok.encode(text, /*add_bos=*/false, /*parse_special=*/true);
   parse_common(b, ctx, r);
-  for (const auto& s : stop_strings(ctx.chat_format)) r.params.stop.push_back(s);
+  // End-of-turn markers are special tokens in the models that use them: stop on the token
+  // (special tokens decode to no text). In a vocabulary without them, match the text.
+  for (const auto& s : stop_strings(ctx.chat_format)) {
+    const auto ids = ctx.tok.encode(s, false, true);
+    if (ids.size() == 1 && ctx.tok.vocab().is_control(ids[0])) {
+      r.params.stop_token_ids.push_back(ids[0]);
+    } else {
+      r.params.stop.push_back(s);
+    }
+  }
   if (present(b, "logprobs")) r.logprobs = boolean(b["logprobs"], "logprobs");
   if (present(b, "top_logprobs")) {
     r.top_logprobs = static_cast<int>(integer(b["top_logprobs"], "top_logprobs", 0, kMaxLogprobs));
