@@ -137,9 +137,13 @@ void Scheduler::schedule(SchedulerOutput& out) {
     ++i;
   }
 
-  // 3. Admit waiting sequences while there is budget, room and memory. Static batching
-  //    admits only into an empty engine; sequential runs one at a time.
-  const bool may_admit = cfg_.policy != BatchPolicy::static_batch || running_.empty();
+  // 3. Admit waiting sequences while there is budget, room and memory. Sequential runs one
+  //    at a time.
+  // A static batch forms while no member has produced a token yet; then it is closed
+  // until every member has finished.
+  const bool may_admit =
+      cfg_.policy != BatchPolicy::static_batch ||
+      std::all_of(running_.begin(), running_.end(), [](const Sequence* s) { return s->n_output() == 0; });
   while (may_admit && budget > 0 && !waiting_.empty() && running_.size() < cfg_.max_seqs) {
     Sequence* seq = waiting_.front();
     if (seq->table.empty()) {
