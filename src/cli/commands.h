@@ -13,5 +13,6 @@ Runner add_generate(CLI::App& app);
 Runner add_make_model(CLI::App& app);
 Runner add_bench(CLI::App& app);
 Runner add_serve(CLI::App& app);
+Runner add_chat(CLI::App& app);
 
 }  // namespace lift::cli

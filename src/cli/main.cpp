@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   add(lift::cli::add_make_model);
   add(lift::cli::add_bench);
   add(lift::cli::add_serve);
+  add(lift::cli::add_chat);
   CLI11_PARSE(app, argc, argv);
   try {
     for (auto& [sub, run] : commands) {

@@ -210,6 +210,28 @@ void finish_params(const json& b, const ApiContext& ctx, ApiRequest& r, int defa
 
 }  // namespace
 
+ChatPrompt build_chat_prompt(const Tokenizer& tok, ChatFormat format,
+                             const std::vector<ChatMessage>& messages) {
+  ChatPrompt p;
+  const std::string text = render_chat(format, messages, /*add_generation_prompt=*/true,
+                                       tok.token_to_piece(tok.vocab().bos_id(), true),
+                                       tok.token_to_piece(tok.vocab().eos_id(), true));
+  // The rendered text carries the template's special tokens (and BOS where the template
+  // has one), so it is tokenized with special tokens parsed and no extra BOS.
+  p.tokens = tok.encode(text, /*add_bos=*/false, /*parse_special=*/true);
+  // End-of-turn markers are special tokens in the models that use them: stop on the token
+  // (special tokens decode to no text). In a vocabulary without them, match the text.
+  for (const auto& s : stop_strings(format)) {
+    const auto ids = tok.encode(s, false, true);
+    if (ids.size() == 1 && tok.vocab().is_control(ids[0])) {
+      p.stop_token_ids.push_back(ids[0]);
+    } else {
+      p.stop.push_back(s);
+    }
+  }
+  return p;
+}
+
 json parse_json_object(const std::string& body) {
   json b = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (b.is_discarded()) throw ApiError(400, "The request body is not valid JSON.");
@@ -282,28 +304,17 @@ ApiRequest parse_chat_request(const std::string& body, const ApiContext& ctx) {
     }
     messages.push_back(std::move(cm));
   }
-  std::string text;
+  ChatPrompt cp;
   try {
-    text = render_chat(ctx.chat_format, messages, true,
-                       ctx.tok.token_to_piece(ctx.tok.vocab().bos_id(), true),
-                       ctx.tok.token_to_piece(ctx.tok.vocab().eos_id(), true));
+    cp = build_chat_prompt(ctx.tok, ctx.chat_format, messages);
   } catch (const Error& e) {
     bad("messages", e.what());
   }
-  // The rendered text carries the template's special tokens (and BOS where the template
-  // has one), so it is tokenized with special tokens parsed and no extra BOS.
-  r.prompt = ctx.tok.encode(text, /*add_bos=*/false, /*parse_special=*/true);
+  r.prompt = std::move(cp.tokens);
   parse_common(b, ctx, r);
-  // End-of-turn markers are special tokens in the models that use them: stop on the token
-  // (special tokens decode to no text). In a vocabulary without them, match the text.
-  for (const auto& s : stop_strings(ctx.chat_format)) {
-    const auto ids = ctx.tok.encode(s, false, true);
-    if (ids.size() == 1 && ctx.tok.vocab().is_control(ids[0])) {
-      r.params.stop_token_ids.push_back(ids[0]);
-    } else {
-      r.params.stop.push_back(s);
-    }
-  }
+  r.params.stop_token_ids.insert(r.params.stop_token_ids.end(), cp.stop_token_ids.begin(),
+                                 cp.stop_token_ids.end());
+  r.params.stop.insert(r.params.stop.end(), cp.stop.begin(), cp.stop.end());
   if (present(b, "logprobs")) r.logprobs = boolean(b["logprobs"], "logprobs");
   if (present(b, "top_logprobs")) {
     r.top_logprobs = static_cast<int>(integer(b["top_logprobs"], "top_logprobs", 0, kMaxLogprobs));

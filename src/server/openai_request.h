@@ -30,6 +30,17 @@ struct ApiContext {
   int vocab_size;
 };
 
+// A conversation rendered with a chat template and tokenized, with the template's
+// end-of-turn markers as stop tokens (or stop strings where the vocabulary lacks them).
+struct ChatPrompt {
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> stop_token_ids;
+  std::vector<std::string> stop;
+};
+// Throws lift::Error for conversations the template rejects.
+ChatPrompt build_chat_prompt(const Tokenizer& tok, ChatFormat format,
+                             const std::vector<ChatMessage>& messages);
+
 // body: the raw request body. Throws ApiError.
 ApiRequest parse_completion_request(const std::string& body, const ApiContext& ctx);
 ApiRequest parse_chat_request(const std::string& body, const ApiContext& ctx);
