@@ -1,0 +1,51 @@
+// SIGTERM / SIGINT: the server stops accepting, finishes or aborts in-flight requests, and
+// exits 0, promptly.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { STORIES, sleep, startServer } from './lib/server.mjs';
+import { post, sse } from './lib/http.mjs';
+
+const T = { timeout: 60000 };
+
+describe('signals', () => {
+  it('SIGTERM with a stream and a non-streamed request in flight: both end, exit code 0', T, async () => {
+    const srv = await startServer({ model: STORIES });
+    try {
+      let events = 0;
+      const stream = sse(srv, '/v1/completions', {
+        model: 'm', prompt: 'Once upon a time', max_tokens: 1900, temperature: 1, seed: 1, ignore_eos: true, stream: true,
+      }, { timeoutMs: 20000, onEvent: () => { ++events; } }).then((r) => ({ r }), (e) => ({ e }));
+      const plain = post(srv, '/v1/completions', {
+        model: 'm', prompt: 'Tom and Sue', max_tokens: 1900, temperature: 1, seed: 2, ignore_eos: true,
+      }, { timeoutMs: 20000 }).then((r) => ({ r }), (e) => ({ e }));
+      const t0 = Date.now();
+      while (events < 3 && Date.now() - t0 < 10000) await sleep(5);
+      assert.ok(events >= 3, 'the stream did not start');
+      const exit = await srv.signalAndWait('SIGTERM', 10000);
+      assert.ok(!exit.timedOut, `still running 10 s after SIGTERM:\n${srv.logTail()}`);
+      assert.equal(exit.signal, null, `killed by ${exit.signal}:\n${srv.logTail()}`);
+      assert.equal(exit.code, 0, `exit code ${exit.code} after SIGTERM:\n${srv.logTail()}`);
+      // Both requests have ended one way or the other (finished, or the connection was closed).
+      const [s, p] = await Promise.all([stream, plain]);
+      if (s.r) assert.equal(s.r.status, 200, 'the stream had started with 200');
+      if (p.r) assert.ok([200, 503].includes(p.r.status), `non-streamed request during shutdown: HTTP ${p.r.status}`);
+      // Nothing listens any more.
+      await assert.rejects(fetch(`${srv.url}/health`, { signal: AbortSignal.timeout(2000) }));
+    } finally {
+      await srv.stop();
+    }
+  });
+
+  it('SIGINT on an idle server: exit code 0', T, async () => {
+    const srv = await startServer({ model: STORIES });
+    try {
+      const r = await post(srv, '/v1/completions', { model: 'm', prompt: 'Hi', max_tokens: 4 });
+      assert.equal(r.status, 200);
+      const exit = await srv.signalAndWait('SIGINT', 5000);
+      assert.ok(!exit.timedOut, 'still running 5 s after SIGINT');
+      assert.equal(exit.code, 0, `exit code ${exit.code} (signal ${exit.signal}) after SIGINT:\n${srv.logTail()}`);
+    } finally {
+      await srv.stop();
+    }
+  });
+});
