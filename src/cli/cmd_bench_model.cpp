@@ -1,0 +1,260 @@
+// lift bench model: llama-bench-like prefill (pp) and decode (tg) speed of one model, with the
+// machine's limits measured in the same run, so every figure is also a fraction of what the
+// hardware allows: tg against the memory-bandwidth bound, pp against the compute peak.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <random>
+
+#include "cli/commands.h"
+#include "kernels/isa.h"
+#include "kernels/probes.h"
+#include "kv/kv_cache.h"
+#include "model/llama_model.h"
+#include "util/thread_pool.h"
+
+namespace lift::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double secs(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+struct ModelBenchOptions {
+  std::string model;
+  int prompt = 512;
+  int gen = 128;
+  int threads = 2;
+  int reps = 5;
+  std::vector<int> batch;
+  std::vector<int> step_tokens;
+  int contend = 0;
+  bool exact_activations = false;
+  bool probes = true;
+  std::string kv_type = "f32";
+};
+
+struct Stats {
+  double median = 0, min = 0, max = 0;
+};
+Stats stats(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return {v[v.size() / 2], v.front(), v.back()};
+}
+
+// Runs sequences through the model directly (no scheduler): each gets its own run of blocks.
+class Bench {
+ public:
+  Bench(LlamaModel& m, Backend& be, size_t n_seqs, size_t max_len, KvType kv_type)
+      : m_(m), be_(be), kv_(m.config(), n_seqs * ((max_len + 15) / 16), 16, kv_type) {
+    const size_t per = (max_len + 15) / 16;
+    tables_.resize(n_seqs);
+    for (size_t s = 0; s < n_seqs; ++s) {
+      tables_[s].resize(per);
+      std::iota(tables_[s].begin(), tables_[s].end(), static_cast<int32_t>(s * per));
+    }
+    logits_.resize(n_seqs * static_cast<size_t>(m.config().n_vocab));
+  }
+  // k tokens for each of `seqs` sequences at positions [pos, pos + k).
+  void step(size_t seqs, int pos, int k) {
+    tok_.clear();
+    posv_.clear();
+    tab_.clear();
+    rows_.clear();
+    for (size_t s = 0; s < seqs; ++s) {
+      for (int j = 0; j < k; ++j) {
+        tok_.push_back(
+            static_cast<int32_t>(3 + (rng_() % static_cast<uint64_t>(m_.config().n_vocab - 3))));
+        posv_.push_back(pos + j);
+        tab_.push_back(tables_[s].data());
+      }
+      rows_.push_back(static_cast<int32_t>(tok_.size() - 1));
+    }
+    m_.forward(be_, ForwardBatch{tok_, posv_, tab_, rows_}, kv_, logits_.data());
+  }
+  size_t kv_bytes_per_token() const { return kv_.bytes_per_token(); }
+
+ private:
+  LlamaModel& m_;
+  Backend& be_;
+  KvCache kv_;
+  std::vector<std::vector<int32_t>> tables_;
+  std::vector<int32_t> tok_, posv_, rows_;
+  std::vector<const int32_t*> tab_;
+  std::vector<float> logits_;
+  std::mt19937_64 rng_{42};
+};
+
+// A process that keeps one core busy, to see how lift shares a machine.
+struct Contender {
+  pid_t pid = -1;
+  explicit Contender(int n) {
+    if (n <= 0) return;
+    pid = fork();
+    if (pid == 0) {
+      volatile uint64_t x = 0;
+      for (;;) x = x + 1;
+    }
+  }
+  ~Contender() {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+int run_model_bench(const ModelBenchOptions& o) {
+  Contender contender(o.contend);  // before any thread exists
+  auto model = LlamaModel::load(o.model);
+  const ModelConfig& cfg = model->config();
+  ThreadPool pool(o.threads);
+  BackendOptions bo;
+  bo.quantize_activations = !o.exact_activations;
+  auto be = make_cpu_backend(pool, bo);
+  const KvType kv_type = parse_kv_type(o.kv_type);
+
+  MachineProbe before, after;
+  if (o.probes) before = probe_machine(pool);
+
+  // Bytes one decode step reads: every weight but the embedding table (one row of it),
+  // unless the output projection reuses it.
+  size_t step_bytes = 0, matmul_params = 0;
+  for (const auto& t : model->file().tensors()) {
+    if (t.name == "token_embd.weight" && !model->tied_output()) continue;
+    step_bytes += t.n_bytes;
+    if (t.n_dims == 2 && t.name != "token_embd.weight" && t.name != "output.weight") {
+      matmul_params += t.n_elems;
+    }
+  }
+  GgmlType wtype = GgmlType::F32;
+  for (const auto& t : model->file().tensors()) {
+    if (t.name == "blk.0.ffn_up.weight") wtype = t.type;
+  }
+  const bool int8_path = !o.exact_activations && wtype != GgmlType::F32 && wtype != GgmlType::F16 &&
+                         wtype != GgmlType::BF16;
+
+  std::vector<double> pp, tg;
+  for (int r = 0; r < o.reps; ++r) {
+    Bench b(*model, *be, 1, static_cast<size_t>(std::max(o.prompt, o.gen)), kv_type);
+    const auto t0 = Clock::now();
+    b.step(1, 0, o.prompt);
+    pp.push_back(o.prompt / secs(Clock::now() - t0));
+  }
+  size_t kv_per_token = 0;
+  for (int r = 0; r < o.reps; ++r) {
+    Bench b(*model, *be, 1, static_cast<size_t>(o.gen), kv_type);
+    kv_per_token = b.kv_bytes_per_token();
+    const auto t0 = Clock::now();
+    for (int i = 0; i < o.gen; ++i) b.step(1, i, 1);
+    tg.push_back(o.gen / secs(Clock::now() - t0));
+  }
+  nlohmann::json j = {{"model", o.model},
+                      {"threads", pool.size()},
+                      {"isa", std::string(kernels::isa_name(kernels::active_isa()))},
+                      {"weight_type", std::string(ggml_type_name(wtype))},
+                      {"contend", o.contend}};
+  const Stats ps = stats(pp), ts = stats(tg);
+  std::printf("model %s (%s weights), %d threads, isa %s%s\n", o.model.c_str(),
+              std::string(ggml_type_name(wtype)).c_str(), pool.size(),
+              std::string(kernels::isa_name(kernels::active_isa())).c_str(),
+              o.contend ? ", one core kept busy by another process" : "");
+  std::printf("pp%-4d %9.1f t/s  (min %.1f, max %.1f)\n", o.prompt, ps.median, ps.min, ps.max);
+  std::printf("tg%-4d %9.1f t/s  (min %.1f, max %.1f)\n", o.gen, ts.median, ts.min, ts.max);
+  j["pp"] = {{"tokens", o.prompt}, {"median", ps.median}, {"min", ps.min}, {"max", ps.max}};
+  j["tg"] = {{"tokens", o.gen}, {"median", ts.median}, {"min", ts.min}, {"max", ts.max}};
+
+  for (int bsz : o.batch) {
+    Bench b(*model, *be, static_cast<size_t>(bsz), 16 + 32, kv_type);
+    b.step(static_cast<size_t>(bsz), 0, 16);
+    const auto t0 = Clock::now();
+    for (int i = 0; i < 32; ++i) b.step(static_cast<size_t>(bsz), 16 + i, 1);
+    const double tps = bsz * 32 / secs(Clock::now() - t0);
+    std::printf("decode, %2d parallel sequences: %9.1f t/s aggregate\n", bsz, tps);
+    j["batch"].push_back({{"sequences", bsz}, {"tokens_per_s", tps}});
+  }
+  double one_step = 0;
+  for (int k : o.step_tokens) {
+    Bench b(*model, *be, 1, 64 + 64, kv_type);
+    b.step(1, 0, 64);
+    std::vector<double> t;
+    for (int r = 0; r < 9; ++r) {
+      const auto t0 = Clock::now();
+      b.step(1, 64, k);
+      t.push_back(secs(Clock::now() - t0));
+    }
+    const double ms = stats(t).median * 1e3;
+    if (k == 1) one_step = ms;
+    std::printf(
+        "one sequence, step of %2d tokens: %8.2f ms%s\n", k, ms,
+        one_step > 0 && k != 1
+            ? (" (" + std::to_string(ms / one_step).substr(0, 4) + "x a 1-token step)").c_str()
+            : "");
+    j["step_tokens"].push_back({{"tokens", k}, {"ms", ms}});
+  }
+
+  if (o.probes) {
+    after = probe_machine(pool);
+    const double bw = (before.read_gbps + after.read_gbps) / 2;
+    const double fp32 = (before.fp32_gflops + after.fp32_gflops) / 2;
+    const double int8 = (before.int8_gops + after.int8_gops) / 2;
+    const double bytes =
+        static_cast<double>(step_bytes) + static_cast<double>(kv_per_token) * o.gen / 2.0;
+    const double bound = bw * 1e9 / bytes;
+    // Prefill arithmetic: 2 flops per weight per token, plus attention (QK and PV) at the
+    // mean context.
+    const double attn = 4.0 * cfg.n_layers * cfg.dim * (o.prompt / 2.0);
+    const double pp_ops = ps.median * (2.0 * static_cast<double>(matmul_params) + attn) / 1e9;
+    const double peak = int8_path ? int8 : fp32;
+    std::printf(
+        "machine: read %.1f GB/s (before %.1f, after %.1f), fp32 FMA %.0f GFLOP/s, int8 VNNI %.0f "
+        "GOP/s\n",
+        bw, before.read_gbps, after.read_gbps, fp32, int8);
+    std::printf("decode bound %.1f t/s (%.1f MB per step at mean context %d); tg is %.0f%% of it\n",
+                bound, bytes / 1e6, o.gen / 2, 100 * ts.median / bound);
+    std::printf("prefill %.0f G%s/s = %.0f%% of the %s peak\n", pp_ops, int8_path ? "OP" : "FLOP",
+                100 * pp_ops / peak, int8_path ? "int8 VNNI" : "fp32 FMA");
+    j["machine"] = {{"read_gbps", bw},
+                    {"read_gbps_before", before.read_gbps},
+                    {"read_gbps_after", after.read_gbps},
+                    {"fp32_gflops", fp32},
+                    {"int8_gops", int8}};
+    j["decode_bound_tps"] = bound;
+    j["tg_pct_of_bound"] = 100 * ts.median / bound;
+    j["pp_gops"] = pp_ops;
+    j["pp_pct_of_peak"] = 100 * pp_ops / peak;
+    j["pp_peak"] = int8_path ? "int8" : "fp32";
+  }
+  std::printf("%s\n", j.dump().c_str());
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_model(CLI::App* bench, std::function<int()>& run) {
+  auto o = std::make_shared<ModelBenchOptions>();
+  CLI::App* c = bench->add_subcommand("model", "Prefill/decode speed against the machine's limits");
+  c->add_option("-m,--model", o->model, "GGUF model")->required();
+  c->add_option("-p,--prompt", o->prompt, "Prefill tokens (pp)")->check(CLI::Range(1, 1 << 16));
+  c->add_option("-n,--gen", o->gen, "Decode tokens (tg)")->check(CLI::Range(1, 1 << 16));
+  c->add_option("-t,--threads", o->threads, "Threads");
+  c->add_option("-r,--reps", o->reps, "Repetitions")->check(CLI::Range(1, 1000));
+  c->add_option("--batch", o->batch, "Parallel sequences for aggregate decode, e.g. 1,2,4,8,16")
+      ->delimiter(',');
+  c->add_option("--step-tokens", o->step_tokens, "Tokens in one sequence's step, e.g. 1,2,4,8")
+      ->delimiter(',');
+  c->add_option("--contend", o->contend, "Keep one core busy with a spinning process");
+  c->add_option("--kv-type", o->kv_type, "f32 or f16");
+  c->add_flag("--exact-activations", o->exact_activations, "f32 activations for quantized weights");
+  c->add_flag("!--no-probes", o->probes, "Skip the bandwidth and peak probes");
+  run = [c, o] { return c->parsed() ? run_model_bench(*o) : -1; };
+}
+
+}  // namespace lift::cli
