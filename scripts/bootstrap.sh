@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages lift needs to build, test and benchmark.
+# Installs the Debian 12 packages lift needs to build, test and benchmark (and Node.js + npm
+# for the HTTP tests).
 # Idempotent: does nothing when everything is already there.
 set -euo pipefail
 packages=(
@@ -11,6 +12,10 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# Node.js and npm run the HTTP tests (tests/http, scripts/http_tests.sh): Debian 12's `nodejs`
+# (18.x) and `npm`. A node already on the PATH (e.g. NodeSource's, which bundles npm) is kept.
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "bootstrap: installing ${missing[*]}"
   sudo_cmd=""

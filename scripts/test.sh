@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds lift and runs every test, in timed stages:
 #   1. g++ Release build, warnings as errors, every test under ctest -j2
-#   2. clang-14 build with AddressSanitizer + UndefinedBehaviorSanitizer, library unit tests
-#   3. libFuzzer on the GGUF reader for 60 s
+#   2. black-box HTTP tests of `lift serve` (stage 1's binary) with the OpenAI Node SDK
+#   3. clang-14 build with AddressSanitizer + UndefinedBehaviorSanitizer, library unit tests
+#   4. libFuzzer on the GGUF reader for 60 s
 # Fails if any stage fails or the whole run passes 20 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +28,10 @@ cmake -S . -B build/ci-gcc -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPI
   -DLIFT_WERROR=ON >/dev/null
 ninja -C build/ci-gcc -j "$jobs"
 ctest --test-dir build/ci-gcc -j "$jobs" --output-on-failure --timeout 900
+
+stage "HTTP tests (OpenAI Node SDK)"
+# Starts `lift serve` instances on loopback ports and runs tests/http/*.test.mjs under node --test.
+LIFT_BIN=build/ci-gcc/lift bash scripts/http_tests.sh
 
 stage "clang-14 asan+ubsan build + library unit tests"
 cmake -S . -B build/ci-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \

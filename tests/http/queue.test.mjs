@@ -3,7 +3,7 @@
 // while streaming, or while waiting for a non-streamed answer are aborted within ~1 s and
 // their KV blocks come back (running 0, kv_cache_used_blocks 0).
 import assert from 'node:assert/strict';
-import { after, before, beforeEach, describe, it } from 'node:test';
+import { afterEach, beforeEach, describe, it } from 'node:test';
 import { STORIES, sleep, startServer } from './lib/server.mjs';
 import {
   GEN_TOKENS, RUNNING, WAITING, assertError, assertIdle, assertServes, describeMetrics, metrics, pollMetrics, post,
@@ -68,12 +68,13 @@ async function checkAborted(srv, victims, genBefore, what) {
 }
 
 describe('queue limit and disconnects (--max-seqs 2 --max-waiting 2)', () => {
+  // A fresh server for each test, so that one test's leftovers cannot fail the next.
   let srv;
-  before(async () => {
+  beforeEach(async () => {
     srv = await startServer({ model: STORIES, args: ['--max-seqs', '2', '--max-waiting', '2', '--max-prefill-chunk', '16'] });
+    await assertIdle(srv, 5000, 'fresh server');
   });
-  after(async () => { if (srv) await srv.stop(); });
-  beforeEach(async () => { if (srv) await assertIdle(srv, 5000, 'start of test'); });
+  afterEach(async () => { if (srv) await srv.stop(); srv = undefined; });
 
   it('a request over the waiting limit gets 503 at once (non-streamed and streamed)', T, async () => {
     const held = [longStream(srv), longStream(srv), longStream(srv), longStream(srv)];
