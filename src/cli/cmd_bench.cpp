@@ -284,11 +284,13 @@ Runner add_bench(CLI::App& app) {
   hc->add_option("--delay-ms", h->delay_ms, "Delay between the long and the short request");
   add_engine_options(hc, h->engine);
 
-  std::function<int()> model_run;
+  std::function<int()> model_run, serve_run;
   add_bench_model(bench, model_run);
+  add_bench_serve(bench, serve_run);
 
   return [=] {
     if (int rc = model_run(); rc >= 0) return rc;
+    if (int rc = serve_run(); rc >= 0) return rc;
     if (tc->parsed()) return throughput(*t);
     if (hc->parsed()) return hol(*h);
     return 1;
