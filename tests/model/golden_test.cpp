@@ -8,6 +8,7 @@
 #include "engine/generate.h"
 #include "test_paths.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/utf8.h"
 #include "util/thread_pool.h"
 
 namespace lift {
@@ -83,6 +84,42 @@ TEST(E2EGolden, SeededSamplingRepeatsExactly) {
   EXPECT_EQ(a, b);
   req.sampling.seed = 1235;
   EXPECT_NE(generate(*model, *be2, req).tokens, a);
+}
+
+}  // namespace
+}  // namespace lift
+
+namespace lift {
+namespace {
+
+// Random weights over the real 32000-token Llama 2 vocabulary at a high temperature produce
+// plenty of byte tokens that do not form valid UTF-8: the streamed text must still be valid.
+TEST(E2EGolden, HighTemperatureRandomModelStreamsValidUtf8) {
+  auto model = LlamaModel::load(test::model_path("llama-2-tiny-random/llama-2-tiny-random.gguf"));
+  const Tokenizer tok = Tokenizer::from_gguf(model->file());
+  ThreadPool pool(2);
+  auto be = make_cpu_backend(pool);
+  GenerationRequest req;
+  req.prompt = tok.encode("Hello", true, false);
+  req.max_tokens = 500;
+  req.ignore_eos = true;
+  req.sampling.temperature = 1.5f;
+  req.sampling.seed = 7;
+  StreamDecoder dec(tok, false);
+  std::string text;
+  size_t byte_tokens = 0;
+  const auto res = generate(*model, *be, req, [&](int32_t t) {
+    const std::string piece = dec.push(t);
+    EXPECT_TRUE(is_valid_utf8(piece));
+    EXPECT_LE(dec.pending_bytes(), 3u);
+    text += piece;
+    byte_tokens += tok.vocab().is_byte(t) ? 1 : 0;
+    return true;
+  });
+  text += dec.flush();
+  EXPECT_EQ(res.tokens.size(), 500u);
+  EXPECT_TRUE(is_valid_utf8(text));
+  EXPECT_GT(byte_tokens, 0u) << "the test should exercise byte tokens";
 }
 
 }  // namespace
