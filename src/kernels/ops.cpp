@@ -5,25 +5,23 @@
 #include <vector>
 
 #include "kernels/fp16.h"
+#include "kernels/isa.h"
+#define LIFT_ATTENTION_NS attention_generic
+#include "kernels/ops_attention_impl.h"
+#undef LIFT_ATTENTION_NS
 
 namespace lift::kernels {
 
-namespace {
-// Dot product with 16 independent partial sums combined in a fixed tree: the compiler maps
-// the lanes onto vector registers without reassociating, so every ISA rounds identically.
-inline float dot16(const float* a, const float* b, size_t n) {
-  float acc[16] = {};
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    for (int j = 0; j < 16; ++j) acc[j] += a[i + j] * b[i + j];
-  }
-  for (int j = 0; i < n; ++i, ++j) acc[j] += a[i] * b[i];
-  for (int w = 8; w >= 1; w /= 2) {
-    for (int j = 0; j < w; ++j) acc[j] += acc[j + w];
-  }
-  return acc[0];
+namespace attention_avx2 {
+void attend_head(const float* q, const KvLayerView& kv, size_t kv_offset, size_t head_dim,
+                 const int32_t* block_table, int32_t n_ctx, float scale, float* scratch,
+                 float* out);
 }
-}  // namespace
+namespace attention_avx512 {
+void attend_head(const float* q, const KvLayerView& kv, size_t kv_offset, size_t head_dim,
+                 const int32_t* block_table, int32_t n_ctx, float scale, float* scratch,
+                 float* out);
+}
 
 void rmsnorm_row(const float* x, const float* weight, size_t dim, float eps, float* y) {
   double ss = 0;
@@ -59,52 +57,34 @@ void swiglu(const float* gate, const float* up, size_t n, float* out) {
   }
 }
 
-namespace {
+// The fast attention is compiled once per instruction set (ops_attention_*.cpp, from
+// ops_attention_impl.h); the compiler vectorizes the same lane-wise code for each.
+void attend_head(const float* q, const KvLayerView& kv, size_t kv_offset, size_t head_dim,
+                 const int32_t* block_table, int32_t n_ctx, float scale, float* scratch,
+                 float* out) {
+  switch (active_isa()) {
+    case Isa::avx512:
+      return attention_avx512::attend_head(q, kv, kv_offset, head_dim, block_table, n_ctx, scale,
+                                           scratch, out);
+    case Isa::avx2:
+      return attention_avx2::attend_head(q, kv, kv_offset, head_dim, block_table, n_ctx, scale,
+                                         scratch, out);
+    default:
+      return attention_generic::attend_head(q, kv, kv_offset, head_dim, block_table, n_ctx, scale,
+                                            scratch, out);
+  }
+}
 
-// Reads `n` K or V values of one head at `slot` into floats (a no-op view for F32).
-inline const float* load_row(const KvLayerView& kv, const void* base, size_t slot, size_t kv_offset,
-                             size_t n, float* buf) {
+namespace {
+const float* load_row_ref(const KvLayerView& kv, const void* base, size_t slot, size_t kv_offset,
+                          size_t n, float* buf) {
   const size_t at = slot * kv.kv_dim + kv_offset;
   if (kv.type == GgmlType::F32) return static_cast<const float*>(base) + at;
   const uint16_t* h = static_cast<const uint16_t*>(base) + at;
   for (size_t i = 0; i < n; ++i) buf[i] = f16_to_f32(h[i]);
   return buf;
 }
-
 }  // namespace
-
-void attend_head(const float* q, const KvLayerView& kv, size_t kv_offset, size_t head_dim,
-                 const int32_t* block_table, int32_t n_ctx, float scale, float* scratch,
-                 float* out) {
-  const size_t block_size = kv.block_size;
-  float* row = scratch + block_size;  // head_dim floats for a converted K or V row
-  float m = -INFINITY, l = 0.0f;
-  std::fill(out, out + head_dim, 0.0f);
-  const size_t n = static_cast<size_t>(n_ctx);
-  for (size_t start = 0, b = 0; start < n; start += block_size, ++b) {
-    const size_t len = std::min(block_size, n - start);
-    const size_t slot0 = static_cast<size_t>(block_table[b]) * block_size;
-    float block_max = -INFINITY;
-    for (size_t j = 0; j < len; ++j) {
-      const float* k = load_row(kv, kv.k, slot0 + j, kv_offset, head_dim, row);
-      scratch[j] = dot16(q, k, head_dim) * scale;
-      block_max = std::max(block_max, scratch[j]);
-    }
-    const float m_new = std::max(m, block_max);
-    const float correction = std::exp(m - m_new);  // exp(-inf) = 0 on the first block
-    l *= correction;
-    for (size_t d = 0; d < head_dim; ++d) out[d] *= correction;
-    for (size_t j = 0; j < len; ++j) {
-      const float p = std::exp(scratch[j] - m_new);
-      l += p;
-      const float* v = load_row(kv, kv.v, slot0 + j, kv_offset, head_dim, row);
-      for (size_t d = 0; d < head_dim; ++d) out[d] += p * v[d];
-    }
-    m = m_new;
-  }
-  const float inv = 1.0f / l;
-  for (size_t d = 0; d < head_dim; ++d) out[d] *= inv;
-}
 
 void attend_head_reference(const float* q, const KvLayerView& kv, size_t kv_offset, size_t head_dim,
                            const int32_t* block_table, int32_t n_ctx, float scale, float* out) {
@@ -116,7 +96,7 @@ void attend_head_reference(const float* q, const KvLayerView& kv, size_t kv_offs
   };
   double mx = -INFINITY;
   for (size_t p = 0; p < n; ++p) {
-    const float* k = load_row(kv, kv.k, slot(p), kv_offset, head_dim, row.data());
+    const float* k = load_row_ref(kv, kv.k, slot(p), kv_offset, head_dim, row.data());
     double d = 0;
     for (size_t i = 0; i < head_dim; ++i) d += static_cast<double>(q[i]) * k[i];
     score[p] = d * scale;
@@ -126,7 +106,7 @@ void attend_head_reference(const float* q, const KvLayerView& kv, size_t kv_offs
   for (double& s : score) sum += (s = std::exp(s - mx));
   std::vector<double> acc(head_dim, 0.0);
   for (size_t p = 0; p < n; ++p) {
-    const float* v = load_row(kv, kv.v, slot(p), kv_offset, head_dim, row.data());
+    const float* v = load_row_ref(kv, kv.v, slot(p), kv_offset, head_dim, row.data());
     for (size_t i = 0; i < head_dim; ++i) acc[i] += score[p] / sum * v[i];
   }
   for (size_t i = 0; i < head_dim; ++i) out[i] = static_cast<float>(acc[i]);

@@ -1,0 +1,91 @@
+// The fast attention kernel, included by one translation unit per instruction set, each
+// defining LIFT_ATTENTION_NS. The code is written lane-wise (16 independent partial sums,
+// fixed combining tree, no FMA contraction) so every instruction set rounds the same way.
+// (No include guard: meant to be included once per namespace.)
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/backend.h"
+#include "kernels/fp16.h"
+
+namespace lift::kernels::LIFT_ATTENTION_NS {
+
+namespace {
+
+// Dot product with 16 independent partial sums combined in a fixed tree: the compiler maps
+// the lanes onto vector registers without reassociating, so every ISA rounds identically.
+inline float dot16(const float* a, const float* b, size_t n) {
+  float acc[16] = {};
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    for (int j = 0; j < 16; ++j) acc[j] += a[i + j] * b[i + j];
+  }
+  for (int j = 0; i < n; ++i, ++j) acc[j] += a[i] * b[i];
+  for (int w = 8; w >= 1; w /= 2) {
+    for (int j = 0; j < w; ++j) acc[j] += acc[j + w];
+  }
+  return acc[0];
+}
+
+// Reads `n` K or V values of one head at `slot` as floats (a view for F32, a conversion for
+// F16: the hardware conversion is exact, as the scalar one).
+inline const float* load_row(const KvLayerView& kv, const void* base, size_t slot, size_t kv_offset,
+                             size_t n, float* buf) {
+  const size_t at = slot * kv.kv_dim + kv_offset;
+  if (kv.type == GgmlType::F32) return static_cast<const float*>(base) + at;
+  const uint16_t* h = static_cast<const uint16_t*>(base) + at;
+  size_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16) {
+    _mm512_storeu_ps(buf + i,
+                     _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i))));
+  }
+#elif defined(__F16C__)
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(buf + i,
+                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
+  }
+#endif
+  for (; i < n; ++i) buf[i] = f16_to_f32(h[i]);
+  return buf;
+}
+
+}  // namespace
+
+void attend_head(const float* q, const KvLayerView& kv, size_t kv_offset, size_t head_dim,
+                 const int32_t* block_table, int32_t n_ctx, float scale, float* scratch,
+                 float* out) {
+  const size_t block_size = kv.block_size;
+  float* row = scratch + block_size;  // head_dim floats for a converted K or V row
+  float m = -INFINITY, l = 0.0f;
+  std::fill(out, out + head_dim, 0.0f);
+  const size_t n = static_cast<size_t>(n_ctx);
+  for (size_t start = 0, b = 0; start < n; start += block_size, ++b) {
+    const size_t len = std::min(block_size, n - start);
+    const size_t slot0 = static_cast<size_t>(block_table[b]) * block_size;
+    float block_max = -INFINITY;
+    for (size_t j = 0; j < len; ++j) {
+      const float* k = load_row(kv, kv.k, slot0 + j, kv_offset, head_dim, row);
+      scratch[j] = dot16(q, k, head_dim) * scale;
+      block_max = std::max(block_max, scratch[j]);
+    }
+    const float m_new = std::max(m, block_max);
+    const float correction = std::exp(m - m_new);  // exp(-inf) = 0 on the first block
+    l *= correction;
+    for (size_t d = 0; d < head_dim; ++d) out[d] *= correction;
+    for (size_t j = 0; j < len; ++j) {
+      const float p = std::exp(scratch[j] - m_new);
+      l += p;
+      const float* v = load_row(kv, kv.v, slot0 + j, kv_offset, head_dim, row);
+      for (size_t d = 0; d < head_dim; ++d) out[d] += p * v[d];
+    }
+    m = m_new;
+  }
+  const float inv = 1.0f / l;
+  for (size_t d = 0; d < head_dim; ++d) out[d] *= inv;
+}
+
+}  // namespace lift::kernels::LIFT_ATTENTION_NS
