@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import OpenAI from 'openai';
 import { STORIES, startServer } from './lib/server.mjs';
-import { assertError, assertServes, client, get, post, randomTokens } from './lib/http.mjs';
+import { assertError, assertServes, client, get, post, randomTokens, rawHttp, rawPost, statuses } from './lib/http.mjs';
 
 const T = { timeout: 60000 };
 const MAX_BODY = 65536;
@@ -125,6 +125,21 @@ describe('--api-key', () => {
     assertError(await get(srv, '/v1/models', { headers: { Authorization: 'Bearer nope' } }), 401, 'models with a wrong key');
     const good = await post(srv, '/v1/completions', ok);
     assert.equal(good.status, 200, good.text);
+  });
+
+  it('a 401 leaves a keep-alive connection usable (the rejected body is not parsed as the next request)', T, async () => {
+    // The client sends headers, then the body a little later (as fetch may), then a good
+    // request on the same connection: the answers must be 401, then 200.
+    const bad = rawPost('/v1/completions', ok, { Authorization: 'Bearer wrong-key' });
+    const good = rawPost('/v1/completions', ok, { Authorization: `Bearer ${KEY}`, Connection: 'close' });
+    const r = await rawHttp(srv, [bad.head, 100, bad.body, 300, good.head + good.body], { timeoutMs: 10000 });
+    const first = r.text.split('\r\n\r\n')[0];
+    if (/^connection:\s*close\s*$/im.test(first)) {
+      // Closing the connection after the 401 is fine too; the client then reconnects.
+      assert.deepEqual(statuses(r.text), [401], `401 with Connection: close, then:\n${r.text.slice(0, 600)}`);
+    } else {
+      assert.deepEqual(statuses(r.text), [401, 200], `two requests on one kept-alive connection; got:\n${r.text.slice(0, 600)}`);
+    }
   });
 
   it('the SDK with a wrong key gets AuthenticationError; with the key it works', T, async () => {

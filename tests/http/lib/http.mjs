@@ -1,5 +1,6 @@
 // Raw HTTP helpers (fetch), SSE parsing, /metrics parsing, bounded polling and shape checks.
 import assert from 'node:assert/strict';
+import net from 'node:net';
 import OpenAI from 'openai';
 import { sleep } from './server.mjs';
 
@@ -200,4 +201,48 @@ export async function assertServes(srv, what = '') {
   assert.equal(r.status, 200, `${what}: a normal request afterwards failed: HTTP ${r.status} ${r.text.slice(0, 300)}`);
   assert.equal(r.json.object, 'text_completion');
   assert.equal(typeof r.json.choices[0].text, 'string');
+}
+
+// Raw HTTP/1.1 over one TCP connection, for what fetch hides (connection reuse, bursts of new
+// connections). `steps` are strings to write or numbers of ms to pause; resolves with all bytes
+// read until the server closes, `closeAfterMs` passes, or `timeoutMs` passes
+// ({ text, error, ms, timedOut }).
+export function rawHttp(srv, steps, { timeoutMs = 10000, closeAfterMs } = {}) {
+  return new Promise((resolve) => {
+    const t0 = Date.now();
+    const s = net.connect(srv.port, '127.0.0.1');
+    let text = '';
+    let settled = false;
+    const finish = (extra) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      clearTimeout(closer);
+      s.destroy();
+      resolve({ text, ms: Date.now() - t0, ...extra });
+    };
+    const timer = setTimeout(() => finish({ timedOut: true }), timeoutMs);
+    let closer;
+    s.on('data', (d) => { text += d.toString('latin1'); });
+    s.on('error', (e) => finish({ error: e.code || e.message }));
+    s.on('close', () => finish({}));
+    s.on('connect', async () => {
+      for (const st of steps) {
+        if (typeof st === 'number') await sleep(st);
+        else if (!s.destroyed) s.write(st);
+      }
+      if (closeAfterMs !== undefined) closer = setTimeout(() => finish({}), closeAfterMs);
+    });
+  });
+}
+
+export function rawPost(path, body, headers = {}) {
+  const b = typeof body === 'string' ? body : JSON.stringify(body);
+  const h = { Host: '127.0.0.1', 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(b), ...headers };
+  return { head: `POST ${path} HTTP/1.1\r\n${Object.entries(h).map(([k, v]) => `${k}: ${v}`).join('\r\n')}\r\n\r\n`, body: b };
+}
+
+// The status codes of the HTTP responses in a raw byte stream, in order.
+export function statuses(text) {
+  return [...text.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]));
 }

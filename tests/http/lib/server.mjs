@@ -79,6 +79,7 @@ class Server {
 
   // Sends `signal` and waits up to `ms` for the process to exit; returns {code, signal, timedOut}.
   async signalAndWait(signal, ms) {
+    this.stopping = true;
     if (!this.running) return { code: this.exitCode, signal: this.exitSignal, timedOut: false };
     this.proc.kill(signal);
     let timer;
@@ -90,6 +91,11 @@ class Server {
   }
 
   async stop() {
+    if (!this.running && !this.stopping) {
+      // Died on its own: show why (the tests that hit ECONNREFUSED cannot).
+      console.log(`# lift serve on port ${this.port} had exited by itself (code ${this.exitCode}, signal ${this.exitSignal}); its log:\n${this.logTail().replace(/^/gm, '#   ')}`);
+    }
+    this.stopping = true;
     const r = await this.signalAndWait('SIGTERM', 5000);
     if (r.timedOut) await this.signalAndWait('SIGKILL', 5000);
   }
