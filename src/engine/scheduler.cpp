@@ -139,11 +139,10 @@ void Scheduler::schedule(SchedulerOutput& out) {
 
   // 3. Admit waiting sequences while there is budget, room and memory. Sequential runs one
   //    at a time.
-  // A static batch forms while no member has produced a token yet; then it is closed
-  // until every member has finished.
-  const bool may_admit =
-      cfg_.policy != BatchPolicy::static_batch ||
-      std::all_of(running_.begin(), running_.end(), [](const Sequence* s) { return s->n_output() == 0; });
+  // A static batch is formed once, when the engine is empty, from as many waiting sequences
+  // as fit (their prompts may take several steps), then closed until every member finishes.
+  if (cfg_.policy == BatchPolicy::static_batch && running_.empty()) static_open_ = true;
+  const bool may_admit = cfg_.policy != BatchPolicy::static_batch || static_open_;
   while (may_admit && budget > 0 && !waiting_.empty() && running_.size() < cfg_.max_seqs) {
     Sequence* seq = waiting_.front();
     if (seq->table.empty()) {
@@ -164,6 +163,7 @@ void Scheduler::schedule(SchedulerOutput& out) {
     }
     take(seq, n);
   }
+  if (cfg_.policy == BatchPolicy::static_batch && budget > 0) static_open_ = false;
 #ifndef NDEBUG
   check(out);
 #endif

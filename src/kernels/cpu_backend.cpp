@@ -72,17 +72,36 @@ class CpuBackend final : public Backend {
   }
 
   void attention(const AttentionArgs& a) override {
+    const size_t need = kernels::attention_scratch_floats(a.kv.block_size, a.head_dim);
     for (auto& s : scratch_) {
-      if (s.size() < a.kv.block_size + 2 * a.head_dim) s.resize(a.kv.block_size + 2 * a.head_dim);
+      if (s.size() < need) s.resize(need);
+    }
+    // Tiles: runs of consecutive positions of one sequence (a prompt chunk), so each K/V row
+    // read serves up to kAttentionTile queries. Decode tokens form tiles of one.
+    tiles_.clear();
+    for (size_t t = 0; t < a.n_tokens;) {
+      size_t e = t + 1;
+      while (e < a.n_tokens && e - t < kernels::kAttentionTile &&
+             a.block_tables[e] == a.block_tables[t] && a.n_ctx[e] == a.n_ctx[e - 1] + 1) {
+        ++e;
+      }
+      tiles_.push_back({t, e});
+      t = e;
     }
     const size_t group = a.n_heads / a.n_kv_heads;
     const size_t q_stride = a.n_heads * a.head_dim;
-    pool_.parallel_for(a.n_tokens * a.n_heads, [&](size_t task, int thread) {
-      const size_t t = task / a.n_heads, h = task % a.n_heads;
-      kernels::attend_head(a.q + t * q_stride + h * a.head_dim, a.kv, (h / group) * a.head_dim,
-                           a.head_dim, a.block_tables[t], a.n_ctx[t], a.scale,
-                           scratch_[static_cast<size_t>(thread)].data(),
-                           a.out + t * q_stride + h * a.head_dim);
+    pool_.parallel_for(tiles_.size() * a.n_heads, [&](size_t task, int thread) {
+      const auto [t0, t1] = tiles_[task / a.n_heads];
+      const size_t h = task % a.n_heads;
+      const float* q[kernels::kAttentionTile];
+      float* out[kernels::kAttentionTile];
+      for (size_t t = t0; t < t1; ++t) {
+        q[t - t0] = a.q + t * q_stride + h * a.head_dim;
+        out[t - t0] = a.out + t * q_stride + h * a.head_dim;
+      }
+      kernels::attend_tile(q, t1 - t0, a.kv, (h / group) * a.head_dim, a.head_dim,
+                           a.block_tables[t0], a.n_ctx + t0, a.scale,
+                           scratch_[static_cast<size_t>(thread)].data(), out);
     });
   }
 
@@ -91,6 +110,7 @@ class CpuBackend final : public Backend {
   BackendOptions opts_;
   std::vector<uint8_t> act_buf_;
   std::vector<std::vector<float>> scratch_;
+  std::vector<std::pair<size_t, size_t>> tiles_;
 };
 
 }  // namespace

@@ -13,14 +13,14 @@
 namespace lift::kernels {
 
 namespace attention_avx2 {
-void attend_head(const float* q, const KvLayerView& kv, size_t kv_offset, size_t head_dim,
-                 const int32_t* block_table, int32_t n_ctx, float scale, float* scratch,
-                 float* out);
+void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_t kv_offset,
+                 size_t head_dim, const int32_t* block_table, const int32_t* n_ctx, float scale,
+                 float* scratch, float* const* out);
 }
 namespace attention_avx512 {
-void attend_head(const float* q, const KvLayerView& kv, size_t kv_offset, size_t head_dim,
-                 const int32_t* block_table, int32_t n_ctx, float scale, float* scratch,
-                 float* out);
+void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_t kv_offset,
+                 size_t head_dim, const int32_t* block_table, const int32_t* n_ctx, float scale,
+                 float* scratch, float* const* out);
 }
 
 void rmsnorm_row(const float* x, const float* weight, size_t dim, float eps, float* y) {
@@ -59,20 +59,26 @@ void swiglu(const float* gate, const float* up, size_t n, float* out) {
 
 // The fast attention is compiled once per instruction set (ops_attention_*.cpp, from
 // ops_attention_impl.h); the compiler vectorizes the same lane-wise code for each.
+void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_t kv_offset,
+                 size_t head_dim, const int32_t* block_table, const int32_t* n_ctx, float scale,
+                 float* scratch, float* const* out) {
+  switch (active_isa()) {
+    case Isa::avx512:
+      return attention_avx512::attend_tile(q, n_q, kv, kv_offset, head_dim, block_table, n_ctx,
+                                           scale, scratch, out);
+    case Isa::avx2:
+      return attention_avx2::attend_tile(q, n_q, kv, kv_offset, head_dim, block_table, n_ctx,
+                                         scale, scratch, out);
+    default:
+      return attention_generic::attend_tile(q, n_q, kv, kv_offset, head_dim, block_table, n_ctx,
+                                            scale, scratch, out);
+  }
+}
+
 void attend_head(const float* q, const KvLayerView& kv, size_t kv_offset, size_t head_dim,
                  const int32_t* block_table, int32_t n_ctx, float scale, float* scratch,
                  float* out) {
-  switch (active_isa()) {
-    case Isa::avx512:
-      return attention_avx512::attend_head(q, kv, kv_offset, head_dim, block_table, n_ctx, scale,
-                                           scratch, out);
-    case Isa::avx2:
-      return attention_avx2::attend_head(q, kv, kv_offset, head_dim, block_table, n_ctx, scale,
-                                         scratch, out);
-    default:
-      return attention_generic::attend_head(q, kv, kv_offset, head_dim, block_table, n_ctx, scale,
-                                            scratch, out);
-  }
+  attend_tile(&q, 1, kv, kv_offset, head_dim, block_table, &n_ctx, scale, scratch, &out);
 }
 
 namespace {

@@ -14,10 +14,20 @@ void rope_row(float* x, size_t n_heads, size_t head_dim, size_t rope_dim, int32_
               const float* inv_freq);
 void swiglu(const float* gate, const float* up, size_t n, float* out);
 
-// Attention of one query head over n_ctx cached positions, streaming K/V block by block with
-// an online softmax (never materializing the whole history). K/V are read in the cache's type
-// (kv.type); kv_offset selects the head's columns. scratch holds block_size + 2 * head_dim
-// floats.
+// Queries attended together by attend_tile, and the scratch floats it needs.
+inline constexpr size_t kAttentionTile = 16;
+inline size_t attention_scratch_floats(size_t block_size, size_t head_dim) {
+  return head_dim + 2 * kAttentionTile + kAttentionTile * block_size;
+}
+
+// Attention of n_q <= kAttentionTile queries of one head, all of one sequence (query i sees
+// n_ctx[i] cached positions), streaming K/V block by block with an online softmax and never
+// materializing the history. K/V are read in the cache's type (kv.type); kv_offset selects
+// the head's columns. A query's result is bitwise the same in any tile, alone included.
+void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_t kv_offset,
+                 size_t head_dim, const int32_t* block_table, const int32_t* n_ctx, float scale,
+                 float* scratch, float* const* out);
+// One query: a tile of one.
 void attend_head(const float* q, const KvLayerView& kv, size_t kv_offset, size_t head_dim,
                  const int32_t* block_table, int32_t n_ctx, float scale, float* scratch,
                  float* out);

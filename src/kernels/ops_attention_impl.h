@@ -10,6 +10,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/fp16.h"
+#include "kernels/ops.h"
 
 namespace lift::kernels::LIFT_ATTENTION_NS {
 
@@ -55,37 +56,64 @@ inline const float* load_row(const KvLayerView& kv, const void* base, size_t slo
 
 }  // namespace
 
-void attend_head(const float* q, const KvLayerView& kv, size_t kv_offset, size_t head_dim,
-                 const int32_t* block_table, int32_t n_ctx, float scale, float* scratch,
-                 float* out) {
-  const size_t block_size = kv.block_size;
-  float* row = scratch + block_size;  // head_dim floats for a converted K or V row
-  float m = -INFINITY, l = 0.0f;
-  std::fill(out, out + head_dim, 0.0f);
-  const size_t n = static_cast<size_t>(n_ctx);
-  for (size_t start = 0, b = 0; start < n; start += block_size, ++b) {
-    const size_t len = std::min(block_size, n - start);
-    const size_t slot0 = static_cast<size_t>(block_table[b]) * block_size;
-    float block_max = -INFINITY;
-    for (size_t j = 0; j < len; ++j) {
-      const float* k = load_row(kv, kv.k, slot0 + j, kv_offset, head_dim, row);
-      scratch[j] = dot16(q, k, head_dim) * scale;
-      block_max = std::max(block_max, scratch[j]);
-    }
-    const float m_new = std::max(m, block_max);
-    const float correction = std::exp(m - m_new);  // exp(-inf) = 0 on the first block
-    l *= correction;
-    for (size_t d = 0; d < head_dim; ++d) out[d] *= correction;
-    for (size_t j = 0; j < len; ++j) {
-      const float p = std::exp(scratch[j] - m_new);
-      l += p;
-      const float* v = load_row(kv, kv.v, slot0 + j, kv_offset, head_dim, row);
-      for (size_t d = 0; d < head_dim; ++d) out[d] += p * v[d];
-    }
-    m = m_new;
+// Up to kAttentionTile queries of one head of one sequence (consecutive positions of a prompt
+// chunk) share every K and V row they read. Each query's own operation sequence is exactly
+// the single-query one: same blocks, same order of scores, maxima, rescaling and sums. So a
+// query's result does not depend on which other queries share its tile.
+void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_t kv_offset,
+                 size_t head_dim, const int32_t* block_table, const int32_t* n_ctx, float scale,
+                 float* scratch, float* const* out) {
+  const size_t bs = kv.block_size;
+  float* row = scratch;                      // head_dim: a converted K or V row
+  float* m = row + head_dim;                 // n_q running maxima
+  float* l = m + kAttentionTile;             // n_q running sums
+  float* score = l + kAttentionTile;         // n_q x bs scores of the current block
+  size_t max_ctx = 0;
+  for (size_t i = 0; i < n_q; ++i) {
+    m[i] = -INFINITY;
+    l[i] = 0.0f;
+    std::fill(out[i], out[i] + head_dim, 0.0f);
+    max_ctx = std::max(max_ctx, static_cast<size_t>(n_ctx[i]));
   }
-  const float inv = 1.0f / l;
-  for (size_t d = 0; d < head_dim; ++d) out[d] *= inv;
+  for (size_t start = 0, b = 0; start < max_ctx; start += bs, ++b) {
+    const size_t slot0 = static_cast<size_t>(block_table[b]) * bs;
+    const size_t block_len = std::min(bs, max_ctx - start);
+    for (size_t j = 0; j < block_len; ++j) {
+      const float* k = load_row(kv, kv.k, slot0 + j, kv_offset, head_dim, row);
+      for (size_t i = 0; i < n_q; ++i) {
+        if (start + j < static_cast<size_t>(n_ctx[i])) score[i * bs + j] = dot16(q[i], k, head_dim) * scale;
+      }
+    }
+    float m_new[kAttentionTile] = {};
+    for (size_t i = 0; i < n_q; ++i) {
+      const size_t n = static_cast<size_t>(n_ctx[i]);
+      if (start >= n) continue;
+      const size_t len = std::min(bs, n - start);
+      float block_max = -INFINITY;
+      for (size_t j = 0; j < len; ++j) block_max = std::max(block_max, score[i * bs + j]);
+      m_new[i] = std::max(m[i], block_max);
+      const float correction = std::exp(m[i] - m_new[i]);  // exp(-inf) = 0 on the first block
+      l[i] *= correction;
+      for (size_t d = 0; d < head_dim; ++d) out[i][d] *= correction;
+    }
+    for (size_t j = 0; j < block_len; ++j) {
+      const float* v = load_row(kv, kv.v, slot0 + j, kv_offset, head_dim, row);
+      for (size_t i = 0; i < n_q; ++i) {
+        if (start + j >= static_cast<size_t>(n_ctx[i])) continue;
+        const float p = std::exp(score[i * bs + j] - m_new[i]);
+        l[i] += p;
+        float* o = out[i];
+        for (size_t d = 0; d < head_dim; ++d) o[d] += p * v[d];
+      }
+    }
+    for (size_t i = 0; i < n_q; ++i) {
+      if (start < static_cast<size_t>(n_ctx[i])) m[i] = m_new[i];
+    }
+  }
+  for (size_t i = 0; i < n_q; ++i) {
+    const float inv = 1.0f / l[i];
+    for (size_t d = 0; d < head_dim; ++d) out[i][d] *= inv;
+  }
 }
 
 }  // namespace lift::kernels::LIFT_ATTENTION_NS

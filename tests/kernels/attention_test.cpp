@@ -56,7 +56,7 @@ TEST_P(Attention, MatchesReferenceWithinTolerance) {
       for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>((i * 7) % 24);
       std::mt19937 rng(5);
       std::normal_distribution<float> d(0.0f, 1.0f);
-      std::vector<float> q(head_dim), out(head_dim), ref(head_dim), scratch(bs + 2 * head_dim);
+      std::vector<float> q(head_dim), out(head_dim), ref(head_dim), scratch(attention_scratch_floats(bs, head_dim));
       for (auto& x : q) x = d(rng);
       const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
       attend_head(q.data(), pool.view(), head_dim, head_dim, table.data(), n_ctx, scale,
@@ -81,10 +81,40 @@ TEST_P(Attention, BlockPlacementDoesNotChangeBits) {
   for (size_t i = 0; i < a.size(); ++i) {
     pool.copy_block(static_cast<size_t>(a[i]), static_cast<size_t>(b[i]));
   }
-  std::vector<float> q(head_dim, 0.25f), oa(head_dim), ob(head_dim), scratch(bs + 2 * head_dim);
+  std::vector<float> q(head_dim, 0.25f), oa(head_dim), ob(head_dim),
+      scratch(attention_scratch_floats(bs, head_dim));
   attend_head(q.data(), pool.view(), 0, head_dim, a.data(), 61, 0.125f, scratch.data(), oa.data());
   attend_head(q.data(), pool.view(), 0, head_dim, b.data(), 61, 0.125f, scratch.data(), ob.data());
   EXPECT_EQ(std::memcmp(oa.data(), ob.data(), head_dim * sizeof(float)), 0);
+}
+
+TEST_P(Attention, TileOfQueriesEqualsEachAloneBitwise) {
+  const size_t head_dim = 64, bs = 16;
+  Pool pool(GetParam(), head_dim * 2, bs, 8, 21);
+  std::vector<int32_t> table = {5, 2, 7, 0, 1, 3, 4, 6};
+  std::mt19937 rng(2);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  const size_t n_q = kAttentionTile;
+  std::vector<std::vector<float>> q(n_q, std::vector<float>(head_dim)), tiled(n_q), alone(n_q);
+  std::vector<const float*> qp;
+  std::vector<float*> op;
+  std::vector<int32_t> n_ctx;
+  for (size_t i = 0; i < n_q; ++i) {
+    for (auto& x : q[i]) x = d(rng);
+    tiled[i].resize(head_dim);
+    alone[i].resize(head_dim);
+    qp.push_back(q[i].data());
+    op.push_back(tiled[i].data());
+    n_ctx.push_back(static_cast<int32_t>(90 + i));  // a prompt chunk crossing block borders
+  }
+  std::vector<float> scratch(attention_scratch_floats(bs, head_dim));
+  attend_tile(qp.data(), n_q, pool.view(), head_dim, head_dim, table.data(), n_ctx.data(), 0.125f,
+              scratch.data(), op.data());
+  for (size_t i = 0; i < n_q; ++i) {
+    attend_head(q[i].data(), pool.view(), head_dim, head_dim, table.data(), n_ctx[i], 0.125f,
+                scratch.data(), alone[i].data());
+    EXPECT_EQ(std::memcmp(tiled[i].data(), alone[i].data(), head_dim * sizeof(float)), 0) << i;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(KvTypes, Attention, ::testing::Values(GgmlType::F32, GgmlType::F16));
