@@ -252,7 +252,10 @@ void Engine::sample_and_emit(Sequence* seq, std::span<float> logits) {
 
 bool Engine::step() {
   drain_inbox();
-  if (!scheduler_.has_work()) return false;
+  if (!scheduler_.has_work()) {
+    update_metrics();  // aborts may have just emptied the engine
+    return false;
+  }
   scheduler_.schedule(step_);
   if (cfg_.check_invariants) {
     scheduler_.check(step_);

@@ -3,6 +3,7 @@
 #include <httplib.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <cstdio>
@@ -127,10 +128,10 @@ struct Relay {
     std::string error;
     while (!sub.stream->done()) {
       auto out = sub.stream->pop(kPoll);
-      if (!out) {
-        if (Clock::now() - last > kKeepAlive && !write(sink, " ", last)) return false;
-        continue;
-      }
+      // Checked on every pass, not only when idle: tokens may flow for a long time without
+      // anything being written to the client.
+      if (Clock::now() - last > kKeepAlive && !write(sink, " ", last)) return false;
+      if (!out) continue;
       SampleAccum& a = acc.at(static_cast<size_t>(out->index));
       a.text += out->text;
       a.logprobs.insert(a.logprobs.end(), out->logprobs.begin(), out->logprobs.end());
@@ -256,33 +257,39 @@ void handle_detokenize(Server& s, const httplib::Request& hreq, httplib::Respons
   }
 }
 
+// The API key is checked inside each handler, after cpp-httplib has read the body: answering
+// from a pre-routing handler would leave an unread body on a keep-alive connection.
+bool authorized(const Server& s, const httplib::Request& req, httplib::Response& res) {
+  if (s.opts.api_key.empty() ||
+      req.get_header_value("Authorization") == "Bearer " + s.opts.api_key) {
+    return true;
+  }
+  send_error(res, 401, "a valid API key is required: send 'Authorization: Bearer <key>'",
+             "authentication_error", "", "invalid_api_key");
+  return false;
+}
+
 void install_routes(Server& s) {
   httplib::Server& h = s.http;
   h.set_payload_max_length(s.opts.max_body_bytes);
-  h.set_pre_routing_handler([&s](const httplib::Request& req, httplib::Response& res) {
-    const bool open = req.path == "/health" || req.path == "/metrics";
-    if (!s.opts.api_key.empty() && !open &&
-        req.get_header_value("Authorization") != "Bearer " + s.opts.api_key) {
-      send_error(res, 401, "a valid API key is required: send 'Authorization: Bearer <key>'",
-                 "authentication_error", "", "invalid_api_key");
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
   h.Post("/v1/completions", [&s](const httplib::Request& q, httplib::Response& r) {
-    handle_generate(s, q, r, false);
+    if (authorized(s, q, r)) handle_generate(s, q, r, false);
   });
-  h.Post("/v1/chat/completions",
-         [&s](const httplib::Request& q, httplib::Response& r) { handle_generate(s, q, r, true); });
-  h.Post("/tokenize",
-         [&s](const httplib::Request& q, httplib::Response& r) { handle_tokenize(s, q, r); });
-  h.Post("/detokenize",
-         [&s](const httplib::Request& q, httplib::Response& r) { handle_detokenize(s, q, r); });
+  h.Post("/v1/chat/completions", [&s](const httplib::Request& q, httplib::Response& r) {
+    if (authorized(s, q, r)) handle_generate(s, q, r, true);
+  });
+  h.Post("/tokenize", [&s](const httplib::Request& q, httplib::Response& r) {
+    if (authorized(s, q, r)) handle_tokenize(s, q, r);
+  });
+  h.Post("/detokenize", [&s](const httplib::Request& q, httplib::Response& r) {
+    if (authorized(s, q, r)) handle_detokenize(s, q, r);
+  });
   h.Get("/health", [&s](const httplib::Request&, httplib::Response& r) {
     if (!s.ready) return send_error(r, 503, "the model is still loading", "server_error");
     r.set_content(R"({"status":"ok"})", "application/json");
   });
-  h.Get("/v1/models", [&s](const httplib::Request&, httplib::Response& r) {
+  h.Get("/v1/models", [&s](const httplib::Request& q, httplib::Response& r) {
+    if (!authorized(s, q, r)) return;
     if (!s.ready) return send_error(r, 503, "the model is still loading", "server_error");
     r.set_content(
         dump({{"object", "list"},
@@ -354,10 +361,21 @@ int run_server(const ServerOptions& opts) {
   const size_t http_threads = std::max<size_t>(32, s->capacity + 16);
   s->http.new_task_queue = [http_threads] { return new httplib::ThreadPool(http_threads); };
   install_routes(*s);
+  s->http.set_tcp_nodelay(true);
+  // Debian's compiled cpp-httplib listens with a backlog of 5, which drops connections when
+  // many clients arrive at once; remember the socket and listen again with the system's
+  // maximum. (Replacing the socket options means setting SO_REUSEADDR ourselves.)
+  int listen_fd = -1;
+  s->http.set_socket_options([&listen_fd](socket_t fd) {
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    listen_fd = fd;
+  });
   if (!s->http.bind_to_port(opts.host, opts.port)) {
     throw Error("cannot listen on " + opts.host + ":" + std::to_string(opts.port) +
                 " (address in use or not allowed)");
   }
+  if (listen_fd >= 0) ::listen(listen_fd, SOMAXCONN);
   std::thread listener([&] { s->http.listen_after_bind(); });
   std::fprintf(stderr, "lift: listening on http://%s:%d (loading %s)\n", opts.host.c_str(),
                opts.port, opts.model_path.c_str());
