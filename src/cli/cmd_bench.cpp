@@ -211,20 +211,19 @@ HolResult run_hol(LlamaModel& model, const Tokenizer& tok, const HolOptions& o,
 
   HolResult r;
   r.short_ttft = short_w->times.empty() ? -1 : secs(short_w->times.front() - t_short);
-  std::vector<double> gaps_before, gaps_during;
+  // Step time: the gaps between tokens of the streams already decoding while the long prompt
+  // is being prefilled; each such gap is one engine step of that mixed batch.
+  std::vector<double> during;
   for (auto& w : decoders) {
     for (size_t i = 1; i < w->times.size(); ++i) {
-      const double g = secs(w->times[i] - w->times[i - 1]);
-      if (w->times[i] < t_long) gaps_before.push_back(g);
-      if (w->times[i] > t_long && w->times[i - 1] <= t_end) gaps_during.push_back(g);
+      if (w->times[i] > t_long && w->times[i - 1] < t_end) {
+        during.push_back(secs(w->times[i] - w->times[i - 1]));
+      }
     }
   }
-  // The step time: median gap of the decoding streams, over the whole run.
-  std::vector<double> all = gaps_before;
-  all.insert(all.end(), gaps_during.begin(), gaps_during.end());
-  std::sort(all.begin(), all.end());
-  r.median_step = all.empty() ? 0 : all[all.size() / 2];
-  for (double g : gaps_during) r.max_gap = std::max(r.max_gap, g);
+  std::sort(during.begin(), during.end());
+  r.median_step = during.empty() ? 0 : during[during.size() / 2];
+  r.max_gap = during.empty() ? 0 : during.back();
   return r;
 }
 

@@ -18,6 +18,40 @@ namespace {
 
 // Dot product with 16 independent partial sums combined in a fixed tree: the compiler maps
 // the lanes onto vector registers without reassociating, so every ISA rounds identically.
+#if defined(__AVX512F__)
+// The same lanes and the same combining tree as the portable version below, spelled out:
+// lane j sums a[i] * b[i] for i = j mod 16 (a masked add for the tail), then lanes j and
+// j + w are added for w = 8, 4, 2, 1.
+inline float dot16(const float* a, const float* b, size_t n) {
+  __m512 acc = _mm512_setzero_ps();
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i)));
+  }
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    acc = _mm512_mask_add_ps(
+        acc, m, acc,
+        _mm512_mul_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i)));
+  }
+  const __m256 s8 = _mm256_add_ps(_mm512_extractf32x8_ps(acc, 0), _mm512_extractf32x8_ps(acc, 1));
+  __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
+  return _mm_cvtss_f32(s4);
+}
+
+// o[d] += p * v[d], a multiply then an add per element, as the portable loop.
+inline void axpy(float p, const float* v, float* o, size_t n) {
+  const __m512 pv = _mm512_set1_ps(p);
+  size_t d = 0;
+  for (; d + 16 <= n; d += 16) {
+    _mm512_storeu_ps(
+        o + d, _mm512_add_ps(_mm512_loadu_ps(o + d), _mm512_mul_ps(pv, _mm512_loadu_ps(v + d))));
+  }
+  for (; d < n; ++d) o[d] += p * v[d];
+}
+#else
 inline float dot16(const float* a, const float* b, size_t n) {
   float acc[16] = {};
   size_t i = 0;
@@ -30,6 +64,11 @@ inline float dot16(const float* a, const float* b, size_t n) {
   }
   return acc[0];
 }
+
+inline void axpy(float p, const float* v, float* o, size_t n) {
+  for (size_t d = 0; d < n; ++d) o[d] += p * v[d];
+}
+#endif
 
 // Reads `n` K or V values of one head at `slot` as floats (a view for F32, a conversion for
 // F16: the hardware conversion is exact, as the scalar one).
@@ -64,10 +103,10 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
                  size_t head_dim, const int32_t* block_table, const int32_t* n_ctx, float scale,
                  float* scratch, float* const* out) {
   const size_t bs = kv.block_size;
-  float* row = scratch;                      // head_dim: a converted K or V row
-  float* m = row + head_dim;                 // n_q running maxima
-  float* l = m + kAttentionTile;             // n_q running sums
-  float* score = l + kAttentionTile;         // n_q x bs scores of the current block
+  float* row = scratch;               // head_dim: a converted K or V row
+  float* m = row + head_dim;          // n_q running maxima
+  float* l = m + kAttentionTile;      // n_q running sums
+  float* score = l + kAttentionTile;  // n_q x bs scores of the current block
   size_t max_ctx = 0;
   for (size_t i = 0; i < n_q; ++i) {
     m[i] = -INFINITY;
@@ -81,7 +120,8 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
     for (size_t j = 0; j < block_len; ++j) {
       const float* k = load_row(kv, kv.k, slot0 + j, kv_offset, head_dim, row);
       for (size_t i = 0; i < n_q; ++i) {
-        if (start + j < static_cast<size_t>(n_ctx[i])) score[i * bs + j] = dot16(q[i], k, head_dim) * scale;
+        if (start + j < static_cast<size_t>(n_ctx[i]))
+          score[i * bs + j] = dot16(q[i], k, head_dim) * scale;
       }
     }
     float m_new[kAttentionTile] = {};
@@ -102,8 +142,7 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
         if (start + j >= static_cast<size_t>(n_ctx[i])) continue;
         const float p = std::exp(score[i * bs + j] - m_new[i]);
         l[i] += p;
-        float* o = out[i];
-        for (size_t d = 0; d < head_dim; ++d) o[d] += p * v[d];
+        axpy(p, v, out[i], head_dim);
       }
     }
     for (size_t i = 0; i < n_q; ++i) {

@@ -74,8 +74,8 @@ TEST(E2ECli, StatsShowWhatTheKvCacheSaves) {
 }
 
 TEST(E2ECli, ScriptedTwoTurnChatReusesThePrefix) {
-  const CliRun r =
-      run("chat " + kModel + " --temp 0 -n 24", "Hello there\nTell me a story\n/exit\n");
+  const CliRun r = run("chat " + kModel + " --temp 0 -n 24 --kv-cache-memory 8MiB",
+                       "Hello there\nTell me a story\n/exit\n");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("turn 1: prompt"), std::string::npos) << r.out;
   const size_t t2 = r.out.find("turn 2: prompt");

@@ -109,7 +109,8 @@ export async function startServer({ model = STORIES, args = [], apiKey, readyMs 
   let lastErr;
   for (let attempt = 0; attempt < 3; ++attempt) {
     const port = await freePort();
-    const argv = ['serve', '-m', model, '--host', '127.0.0.1', '--port', String(port), '-t', threads, ...args];
+    const argv = ['serve', '-m', model, '--host', '127.0.0.1', '--port', String(port), '-t', threads,
+      '--kv-cache-memory', '64MiB', ...args];
     if (apiKey) argv.push('--api-key', apiKey);
     const proc = spawn(liftBin, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
     live.add(proc);
