@@ -138,28 +138,34 @@ void Engine::drain_inbox() {
   for (uint64_t id : aborts) {
     auto it = seqs_.find(id);
     if (it == seqs_.end()) continue;
-    for (auto& seq : it->second) {
-      if (seq->status == SeqStatus::finished) continue;
-      RequestOutput out;
-      out.request_id = id;
-      out.index = seq->index;
-      out.finish = FinishReason::abort;
-      outputs_.flush(*seq, out);
-      finish(seq.get(), out);
-    }
-    // Samples not forked yet will never exist: close them too.
-    RequestState* req = requests_.at(id).get();
-    while (req->open_samples > 0) {
-      RequestOutput out;
-      out.request_id = id;
-      out.index = req->params.n - req->open_samples;
-      out.finish = FinishReason::abort;
-      --req->open_samples;
-      req->stream->push(std::move(out));
-    }
+    end_request(id, FinishReason::abort, {});
     seqs_.erase(it);
     requests_.erase(id);
     in_flight_.fetch_sub(1);
+  }
+}
+
+void Engine::end_request(uint64_t id, FinishReason reason, const std::string& error) {
+  for (auto& seq : seqs_.at(id)) {
+    if (seq->status == SeqStatus::finished) continue;
+    RequestOutput out;
+    out.request_id = id;
+    out.index = seq->index;
+    out.finish = reason;
+    out.error = error;
+    outputs_.flush(*seq, out);
+    finish(seq.get(), out);
+  }
+  // Samples not forked yet will never exist: close them too.
+  RequestState* req = requests_.at(id).get();
+  while (req->open_samples > 0) {
+    RequestOutput out;
+    out.request_id = id;
+    out.index = req->params.n - req->open_samples;
+    out.finish = reason;
+    out.error = error;
+    --req->open_samples;
+    req->stream->push(std::move(out));
   }
 }
 
@@ -384,25 +390,7 @@ void Engine::fail_all(const std::string& why) {
   // A failed step leaves no request half-alive: every sample ends with the error and every
   // KV block comes back.
   for (auto& [id, group] : seqs_) {
-    for (auto& seq : group) {
-      if (seq->status == SeqStatus::finished) continue;
-      RequestOutput out;
-      out.request_id = id;
-      out.index = seq->index;
-      out.finish = FinishReason::error;
-      out.error = why;
-      finish(seq.get(), out);
-    }
-    RequestState* req = requests_.at(id).get();
-    while (req->open_samples > 0) {
-      RequestOutput out;
-      out.request_id = id;
-      out.index = req->params.n - req->open_samples;
-      out.finish = FinishReason::error;
-      out.error = why;
-      --req->open_samples;
-      req->stream->push(std::move(out));
-    }
+    end_request(id, FinishReason::error, why);
     in_flight_.fetch_sub(1);
   }
   seqs_.clear();

@@ -81,6 +81,8 @@ class Engine {
   void fork_samples(Sequence* parent);
   void update_metrics();
   void fail_all(const std::string& why);
+  // Ends every open sample of a request with `reason`, releasing its blocks.
+  void end_request(uint64_t id, FinishReason reason, const std::string& error);
   void loop();
 
   LlamaModel& model_;

@@ -8,12 +8,13 @@
 #include "kernels/dequant.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "kernels/row_ops_backend.h"
 #include "util/thread_pool.h"
 
 namespace lift {
 namespace {
 
-class CpuBackend final : public Backend {
+class CpuBackend final : public RowOpsBackend {
  public:
   CpuBackend(ThreadPool& pool, BackendOptions opts) : pool_(pool), opts_(opts) {
     scratch_.resize(static_cast<size_t>(pool.size()));
@@ -44,31 +45,6 @@ class CpuBackend final : public Backend {
       kernels::matmul(w.type, w.data, w.row_bytes, w.n_in, af, act, act_stride, n_rows, y, w.n_out,
                       o0, o1);
     });
-  }
-
-  void get_rows(const Matrix& table, const int32_t* ids, size_t n, float* out) override {
-    for (size_t r = 0; r < n; ++r) {
-      kernels::dequantize_row(table.type,
-                              table.data + static_cast<size_t>(ids[r]) * table.row_bytes,
-                              out + r * table.n_in, table.n_in);
-    }
-  }
-
-  void rmsnorm(const float* x, const float* weight, size_t n_rows, size_t dim, float eps,
-               float* y) override {
-    for (size_t r = 0; r < n_rows; ++r)
-      kernels::rmsnorm_row(x + r * dim, weight, dim, eps, y + r * dim);
-  }
-
-  void rope(float* x, size_t n_rows, size_t n_heads, size_t head_dim, size_t rope_dim,
-            const int32_t* pos, const float* inv_freq) override {
-    for (size_t r = 0; r < n_rows; ++r) {
-      kernels::rope_row(x + r * n_heads * head_dim, n_heads, head_dim, rope_dim, pos[r], inv_freq);
-    }
-  }
-
-  void swiglu(const float* gate, const float* up, size_t n, float* out) override {
-    kernels::swiglu(gate, up, n, out);
   }
 
   void attention(const AttentionArgs& a) override {

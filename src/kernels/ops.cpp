@@ -67,8 +67,8 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
       return attention_avx512::attend_tile(q, n_q, kv, kv_offset, head_dim, block_table, n_ctx,
                                            scale, scratch, out);
     case Isa::avx2:
-      return attention_avx2::attend_tile(q, n_q, kv, kv_offset, head_dim, block_table, n_ctx,
-                                         scale, scratch, out);
+      return attention_avx2::attend_tile(q, n_q, kv, kv_offset, head_dim, block_table, n_ctx, scale,
+                                         scratch, out);
     default:
       return attention_generic::attend_tile(q, n_q, kv, kv_offset, head_dim, block_table, n_ctx,
                                             scale, scratch, out);

@@ -8,11 +8,12 @@
 #include "kernels/dequant.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "kernels/row_ops_backend.h"
 
 namespace lift {
 namespace {
 
-class ReferenceBackend final : public Backend {
+class ReferenceBackend final : public RowOpsBackend {
  public:
   explicit ReferenceBackend(BackendOptions opts) : opts_(opts) {}
   const char* name() const override { return "reference"; }
@@ -32,31 +33,6 @@ class ReferenceBackend final : public Backend {
     }
     kernels::matmul_reference(w.type, w.data, w.row_bytes, w.n_in, af, act, act_stride, n_rows, y,
                               w.n_out, 0, w.n_out);
-  }
-
-  void get_rows(const Matrix& table, const int32_t* ids, size_t n, float* out) override {
-    for (size_t r = 0; r < n; ++r) {
-      kernels::dequantize_row(table.type,
-                              table.data + static_cast<size_t>(ids[r]) * table.row_bytes,
-                              out + r * table.n_in, table.n_in);
-    }
-  }
-
-  void rmsnorm(const float* x, const float* weight, size_t n_rows, size_t dim, float eps,
-               float* y) override {
-    for (size_t r = 0; r < n_rows; ++r)
-      kernels::rmsnorm_row(x + r * dim, weight, dim, eps, y + r * dim);
-  }
-
-  void rope(float* x, size_t n_rows, size_t n_heads, size_t head_dim, size_t rope_dim,
-            const int32_t* pos, const float* inv_freq) override {
-    for (size_t r = 0; r < n_rows; ++r) {
-      kernels::rope_row(x + r * n_heads * head_dim, n_heads, head_dim, rope_dim, pos[r], inv_freq);
-    }
-  }
-
-  void swiglu(const float* gate, const float* up, size_t n, float* out) override {
-    kernels::swiglu(gate, up, n, out);
   }
 
   void attention(const AttentionArgs& a) override {
