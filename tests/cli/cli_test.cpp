@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include <unistd.h>
+
 #include "test_paths.h"
 
 namespace lift {
@@ -19,7 +21,10 @@ struct CliRun {
 };
 
 CliRun run(const std::string& args, const std::string& input = "") {
-  const std::string in_file = ::testing::TempDir() + "lift-cli-input.txt";
+  // One input file per process and call: ctest runs these tests in parallel processes.
+  static int calls = 0;
+  const std::string in_file = ::testing::TempDir() + "lift-cli-input-" +
+                              std::to_string(::getpid()) + "-" + std::to_string(++calls) + ".txt";
   std::ofstream(in_file) << input;
   const std::string cmd = test::lift_binary() + " " + args + " < " + in_file + " 2>&1";
   CliRun r{0, {}};
