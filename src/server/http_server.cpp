@@ -391,6 +391,9 @@ int run_server(const ServerOptions& opts) {
     if (s->engine) s->engine->stop();  // aborts whatever is left
     while (s->in_flight.load() > 0 && Clock::now() < deadline + 2s)
       std::this_thread::sleep_for(20ms);
+    // stop() is lost if the listener has not started yet (e.g. the model failed to load at
+    // once), so wait for it first.
+    for (int i = 0; i < 200 && !s->http.is_running(); ++i) std::this_thread::sleep_for(10ms);
     s->http.stop();
   });
 
