@@ -17,7 +17,8 @@ void swiglu(const float* gate, const float* up, size_t n, float* out);
 // Queries attended together by attend_tile, and the scratch floats it needs.
 inline constexpr size_t kAttentionTile = 16;
 inline size_t attention_scratch_floats(size_t block_size, size_t head_dim) {
-  return head_dim + 2 * kAttentionTile + kAttentionTile * block_size;
+  return head_dim + 2 * kAttentionTile + kAttentionTile * block_size + block_size * head_dim +
+         block_size;
 }
 
 // Attention of n_q <= kAttentionTile queries of one head, all of one sequence (query i sees

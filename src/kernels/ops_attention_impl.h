@@ -41,16 +41,26 @@ inline float dot16(const float* a, const float* b, size_t n) {
   return _mm_cvtss_f32(s4);
 }
 
-// o[d] += p * v[d], a multiply then an add per element, as the portable loop.
-inline void axpy(float p, const float* v, float* o, size_t n) {
-  const __m512 pv = _mm512_set1_ps(p);
+// o[d] += p[j] * v_j[d] for j = 0..len-1 in order (v_j at v + j * stride): per element the
+// same multiply-then-add sequence as the portable loop, with o kept in registers across j.
+inline void accumulate_rows(const float* p, const float* v, size_t stride, size_t len, float* o,
+                            size_t n) {
   size_t d = 0;
   for (; d + 16 <= n; d += 16) {
-    _mm512_storeu_ps(
-        o + d, _mm512_add_ps(_mm512_loadu_ps(o + d), _mm512_mul_ps(pv, _mm512_loadu_ps(v + d))));
+    __m512 acc = _mm512_loadu_ps(o + d);
+    for (size_t j = 0; j < len; ++j) {
+      acc = _mm512_add_ps(acc,
+                          _mm512_mul_ps(_mm512_set1_ps(p[j]), _mm512_loadu_ps(v + j * stride + d)));
+    }
+    _mm512_storeu_ps(o + d, acc);
   }
-  for (; d < n; ++d) o[d] += p * v[d];
+  for (; d < n; ++d) {
+    float a = o[d];
+    for (size_t j = 0; j < len; ++j) a += p[j] * v[j * stride + d];
+    o[d] = a;
+  }
 }
+
 #else
 inline float dot16(const float* a, const float* b, size_t n) {
   float acc[16] = {};
@@ -65,8 +75,13 @@ inline float dot16(const float* a, const float* b, size_t n) {
   return acc[0];
 }
 
-inline void axpy(float p, const float* v, float* o, size_t n) {
-  for (size_t d = 0; d < n; ++d) o[d] += p * v[d];
+inline void accumulate_rows(const float* p, const float* v, size_t stride, size_t len, float* o,
+                            size_t n) {
+  for (size_t d = 0; d < n; ++d) {
+    float a = o[d];
+    for (size_t j = 0; j < len; ++j) a += p[j] * v[j * stride + d];
+    o[d] = a;
+  }
 }
 #endif
 
@@ -103,10 +118,12 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
                  size_t head_dim, const int32_t* block_table, const int32_t* n_ctx, float scale,
                  float* scratch, float* const* out) {
   const size_t bs = kv.block_size;
-  float* row = scratch;               // head_dim: a converted K or V row
-  float* m = row + head_dim;          // n_q running maxima
-  float* l = m + kAttentionTile;      // n_q running sums
-  float* score = l + kAttentionTile;  // n_q x bs scores of the current block
+  float* row = scratch;                       // head_dim: a converted K or V row
+  float* m = row + head_dim;                  // n_q running maxima
+  float* l = m + kAttentionTile;              // n_q running sums
+  float* score = l + kAttentionTile;          // n_q x bs scores of the current block
+  float* vbuf = score + kAttentionTile * bs;  // bs x head_dim: the block's V rows, if F16
+  float* pbuf = vbuf + bs * head_dim;         // bs weights of one query
   size_t max_ctx = 0;
   for (size_t i = 0; i < n_q; ++i) {
     m[i] = -INFINITY;
@@ -136,14 +153,29 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
       l[i] *= correction;
       for (size_t d = 0; d < head_dim; ++d) out[i][d] *= correction;
     }
-    for (size_t j = 0; j < block_len; ++j) {
-      const float* v = load_row(kv, kv.v, slot0 + j, kv_offset, head_dim, row);
-      for (size_t i = 0; i < n_q; ++i) {
-        if (start + j >= static_cast<size_t>(n_ctx[i])) continue;
-        const float p = std::exp(score[i * bs + j] - m_new[i]);
-        l[i] += p;
-        axpy(p, v, out[i], head_dim);
+    // The block's V rows once (converted if F16), then each query's weighted sum over them,
+    // position by position as in the single-query order.
+    const float* v0;
+    size_t v_stride;
+    if (kv.type == GgmlType::F32) {
+      v0 = static_cast<const float*>(kv.v) + slot0 * kv.kv_dim + kv_offset;
+      v_stride = kv.kv_dim;
+    } else {
+      for (size_t j = 0; j < block_len; ++j) {
+        load_row(kv, kv.v, slot0 + j, kv_offset, head_dim, vbuf + j * head_dim);
       }
+      v0 = vbuf;
+      v_stride = head_dim;
+    }
+    for (size_t i = 0; i < n_q; ++i) {
+      const size_t n = static_cast<size_t>(n_ctx[i]);
+      if (start >= n) continue;
+      const size_t len = std::min(bs, n - start);
+      for (size_t j = 0; j < len; ++j) {
+        pbuf[j] = std::exp(score[i * bs + j] - m_new[i]);
+        l[i] += pbuf[j];
+      }
+      accumulate_rows(pbuf, v0, v_stride, len, out[i], head_dim);
     }
     for (size_t i = 0; i < n_q; ++i) {
       if (start < static_cast<size_t>(n_ctx[i])) m[i] = m_new[i];
