@@ -61,6 +61,49 @@ inline void accumulate_rows(const float* p, const float* v, size_t stride, size_
   }
 }
 
+// Scores of one query against up to 16 K rows (k_j at k + j * stride) at once: each score is
+// dot16(q, k_j) exactly (same lanes, same tree), but the 16 trees are evaluated together
+// with lane permutes, which costs far less than 16 separate horizontal sums.
+inline void scores16(const float* q, const float* k, size_t stride, size_t len, size_t n,
+                     float scale, float* out) {
+  __m512 acc[16];
+  const __mmask16 tail = static_cast<__mmask16>((1u << (n % 16)) - 1);
+  for (size_t j = 0; j < 16; ++j) {
+    acc[j] = _mm512_setzero_ps();
+    if (j >= len) continue;
+    const float* kj = k + j * stride;
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      acc[j] =
+          _mm512_add_ps(acc[j], _mm512_mul_ps(_mm512_loadu_ps(q + i), _mm512_loadu_ps(kj + i)));
+    }
+    if (i < n) {
+      acc[j] = _mm512_mask_add_ps(
+          acc[j], tail, acc[j],
+          _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, q + i), _mm512_maskz_loadu_ps(tail, kj + i)));
+    }
+  }
+  // Level w: lanes j and j + w of every group are added; pairs of vectors are packed so that
+  // after four levels lane j holds the score of row j.
+  const __m512i lo8 = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+  const __m512i hi8 =
+      _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+  const __m512i lo4 = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27);
+  const __m512i hi4 = _mm512_setr_epi32(4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+  const __m512i lo2 = _mm512_setr_epi32(0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29);
+  const __m512i hi2 = _mm512_setr_epi32(2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
+  const __m512i lo1 = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i hi1 = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  auto level = [](__m512 a, __m512 b, __m512i lo, __m512i hi) {
+    return _mm512_add_ps(_mm512_permutex2var_ps(a, lo, b), _mm512_permutex2var_ps(a, hi, b));
+  };
+  __m512 s1[8], s2[4], s3[2];
+  for (int t = 0; t < 8; ++t) s1[t] = level(acc[2 * t], acc[2 * t + 1], lo8, hi8);
+  for (int t = 0; t < 4; ++t) s2[t] = level(s1[2 * t], s1[2 * t + 1], lo4, hi4);
+  for (int t = 0; t < 2; ++t) s3[t] = level(s2[2 * t], s2[2 * t + 1], lo2, hi2);
+  const __m512 s4 = _mm512_mul_ps(level(s3[0], s3[1], lo1, hi1), _mm512_set1_ps(scale));
+  _mm512_mask_storeu_ps(out, static_cast<__mmask16>((1u << len) - 1), s4);
+}
 #else
 inline float dot16(const float* a, const float* b, size_t n) {
   float acc[16] = {};
@@ -73,6 +116,11 @@ inline float dot16(const float* a, const float* b, size_t n) {
     for (int j = 0; j < w; ++j) acc[j] += acc[j + w];
   }
   return acc[0];
+}
+
+inline void scores16(const float* q, const float* k, size_t stride, size_t len, size_t n,
+                     float scale, float* out) {
+  for (size_t j = 0; j < len; ++j) out[j] = dot16(q, k + j * stride, n) * scale;
 }
 
 inline void accumulate_rows(const float* p, const float* v, size_t stride, size_t len, float* o,
@@ -134,11 +182,26 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
   for (size_t start = 0, b = 0; start < max_ctx; start += bs, ++b) {
     const size_t slot0 = static_cast<size_t>(block_table[b]) * bs;
     const size_t block_len = std::min(bs, max_ctx - start);
-    for (size_t j = 0; j < block_len; ++j) {
-      const float* k = load_row(kv, kv.k, slot0 + j, kv_offset, head_dim, row);
-      for (size_t i = 0; i < n_q; ++i) {
-        if (start + j < static_cast<size_t>(n_ctx[i]))
-          score[i * bs + j] = dot16(q[i], k, head_dim) * scale;
+    // The block's K rows once (converted if F16), then each query's scores 16 rows at a time.
+    const float* k0;
+    size_t k_stride;
+    if (kv.type == GgmlType::F32) {
+      k0 = static_cast<const float*>(kv.k) + slot0 * kv.kv_dim + kv_offset;
+      k_stride = kv.kv_dim;
+    } else {
+      for (size_t j = 0; j < block_len; ++j) {
+        load_row(kv, kv.k, slot0 + j, kv_offset, head_dim, vbuf + j * head_dim);
+      }
+      k0 = vbuf;
+      k_stride = head_dim;
+    }
+    for (size_t i = 0; i < n_q; ++i) {
+      const size_t n = static_cast<size_t>(n_ctx[i]);
+      if (start >= n) continue;
+      const size_t len = std::min(bs, n - start);
+      for (size_t j = 0; j < len; j += 16) {
+        scores16(q[i], k0 + j * k_stride, k_stride, std::min<size_t>(16, len - j), head_dim, scale,
+                 score + i * bs + j);
       }
     }
     float m_new[kAttentionTile] = {};
