@@ -156,6 +156,20 @@ inline const float* load_row(const KvLayerView& kv, const void* base, size_t slo
   return buf;
 }
 
+// One head's K or V rows of a block as floats: in place for F32 (rows kv_dim apart),
+// converted into buf for F16 (rows head_dim apart).
+inline const float* block_rows(const KvLayerView& kv, const void* base, size_t slot0, size_t len,
+                               size_t kv_offset, size_t head_dim, float* buf, size_t& stride) {
+  if (kv.type == GgmlType::F32) {
+    stride = kv.kv_dim;
+    return static_cast<const float*>(base) + slot0 * kv.kv_dim + kv_offset;
+  }
+  for (size_t j = 0; j < len; ++j)
+    load_row(kv, base, slot0 + j, kv_offset, head_dim, buf + j * head_dim);
+  stride = head_dim;
+  return buf;
+}
+
 }  // namespace
 
 // Up to kAttentionTile queries of one head of one sequence (consecutive positions of a prompt
@@ -182,19 +196,9 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
   for (size_t start = 0, b = 0; start < max_ctx; start += bs, ++b) {
     const size_t slot0 = static_cast<size_t>(block_table[b]) * bs;
     const size_t block_len = std::min(bs, max_ctx - start);
-    // The block's K rows once (converted if F16), then each query's scores 16 rows at a time.
-    const float* k0;
+    // The block's K rows once, then each query's scores 16 rows at a time.
     size_t k_stride;
-    if (kv.type == GgmlType::F32) {
-      k0 = static_cast<const float*>(kv.k) + slot0 * kv.kv_dim + kv_offset;
-      k_stride = kv.kv_dim;
-    } else {
-      for (size_t j = 0; j < block_len; ++j) {
-        load_row(kv, kv.k, slot0 + j, kv_offset, head_dim, vbuf + j * head_dim);
-      }
-      k0 = vbuf;
-      k_stride = head_dim;
-    }
+    const float* k0 = block_rows(kv, kv.k, slot0, block_len, kv_offset, head_dim, vbuf, k_stride);
     for (size_t i = 0; i < n_q; ++i) {
       const size_t n = static_cast<size_t>(n_ctx[i]);
       if (start >= n) continue;
@@ -216,20 +220,10 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
       l[i] *= correction;
       for (size_t d = 0; d < head_dim; ++d) out[i][d] *= correction;
     }
-    // The block's V rows once (converted if F16), then each query's weighted sum over them,
-    // position by position as in the single-query order.
-    const float* v0;
+    // The block's V rows once, then each query's weighted sum over them, position by
+    // position as in the single-query order.
     size_t v_stride;
-    if (kv.type == GgmlType::F32) {
-      v0 = static_cast<const float*>(kv.v) + slot0 * kv.kv_dim + kv_offset;
-      v_stride = kv.kv_dim;
-    } else {
-      for (size_t j = 0; j < block_len; ++j) {
-        load_row(kv, kv.v, slot0 + j, kv_offset, head_dim, vbuf + j * head_dim);
-      }
-      v0 = vbuf;
-      v_stride = head_dim;
-    }
+    const float* v0 = block_rows(kv, kv.v, slot0, block_len, kv_offset, head_dim, vbuf, v_stride);
     for (size_t i = 0; i < n_q; ++i) {
       const size_t n = static_cast<size_t>(n_ctx[i]);
       if (start >= n) continue;
