@@ -24,28 +24,6 @@ constexpr int kMaxArrayDepth = 4;
 // encoding); reserve at most this many up front and let longer lists grow as they are read.
 constexpr uint64_t kMaxReserve = 1 << 16;
 
-size_t scalar_size(ValueType t) {
-  switch (t) {
-    case ValueType::UINT8:
-    case ValueType::INT8:
-    case ValueType::BOOL:
-      return 1;
-    case ValueType::UINT16:
-    case ValueType::INT16:
-      return 2;
-    case ValueType::UINT32:
-    case ValueType::INT32:
-    case ValueType::FLOAT32:
-      return 4;
-    case ValueType::UINT64:
-    case ValueType::INT64:
-    case ValueType::FLOAT64:
-      return 8;
-    default:
-      return 0;
-  }
-}
-
 bool is_valid_type(uint32_t t) { return t <= static_cast<uint32_t>(ValueType::FLOAT64); }
 
 template <typename T>
@@ -159,7 +137,7 @@ void read_array(Cursor& c, Value& v, int depth, std::string_view key) {
   // than the bytes left is a lie; checking first keeps allocations bounded by the file size.
   const uint64_t min_elem = v.elem_type == ValueType::STRING || v.elem_type == ValueType::ARRAY
                                 ? 8
-                                : scalar_size(v.elem_type);
+                                : value_type_size(v.elem_type);
   if (v.count > c.remaining() / min_elem) {
     c.fail("array length " + std::to_string(v.count) + " of key '" + std::string(key) +
            "' runs past the end of the file");
@@ -203,7 +181,7 @@ bool mul_overflows(uint64_t a, uint64_t b, uint64_t& out) {
 
 template <typename Out>
 Out array_element_as(const Value& v, uint64_t k) {
-  const uint8_t* p = v.raw + k * scalar_size(v.elem_type);
+  const uint8_t* p = v.raw + k * value_type_size(v.elem_type);
   switch (v.elem_type) {
     case ValueType::UINT8:
       return static_cast<Out>(load<uint8_t>(p));
@@ -261,6 +239,28 @@ std::string_view value_type_name(ValueType t) {
                                                "u64", "i64", "f64"};
   const auto i = static_cast<uint32_t>(t);
   return i < std::size(names) ? names[i] : std::string_view("unknown");
+}
+
+size_t value_type_size(ValueType t) {
+  switch (t) {
+    case ValueType::UINT8:
+    case ValueType::INT8:
+    case ValueType::BOOL:
+      return 1;
+    case ValueType::UINT16:
+    case ValueType::INT16:
+      return 2;
+    case ValueType::UINT32:
+    case ValueType::INT32:
+    case ValueType::FLOAT32:
+      return 4;
+    case ValueType::UINT64:
+    case ValueType::INT64:
+    case ValueType::FLOAT64:
+      return 8;
+    default:
+      return 0;
+  }
 }
 
 struct File::Mapping {

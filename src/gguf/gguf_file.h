@@ -34,6 +34,8 @@ enum class ValueType : uint32_t {
   FLOAT64 = 12,
 };
 std::string_view value_type_name(ValueType t);
+// Bytes of one scalar of this type; 0 for STRING and ARRAY.
+size_t value_type_size(ValueType t);
 
 // A metadata value. Strings and arrays are views into the mapped file.
 struct Value {

@@ -25,24 +25,6 @@ void put_str(std::vector<uint8_t>& out, std::string_view s) {
   if (!s.empty()) std::memcpy(out.data() + at, s.data(), s.size());
 }
 
-size_t elem_size(ValueType t) {
-  switch (t) {
-    case ValueType::UINT8:
-    case ValueType::INT8:
-    case ValueType::BOOL:
-      return 1;
-    case ValueType::UINT16:
-    case ValueType::INT16:
-      return 2;
-    case ValueType::UINT32:
-    case ValueType::INT32:
-    case ValueType::FLOAT32:
-      return 4;
-    default:
-      return 8;
-  }
-}
-
 }  // namespace
 
 void Writer::put_key(std::string_view key, ValueType t) {
@@ -107,7 +89,7 @@ void Writer::copy_value(std::string_view key, const Value& v) {
       if (v.elem_type == ValueType::STRING) {
         for (auto s : v.strings) put_str(kv_bytes_, s);
       } else {
-        kv_bytes_.insert(kv_bytes_.end(), v.raw, v.raw + v.count * elem_size(v.elem_type));
+        kv_bytes_.insert(kv_bytes_.end(), v.raw, v.raw + v.count * value_type_size(v.elem_type));
       }
       break;
     case ValueType::UINT8:
