@@ -11,12 +11,16 @@
 
 #include "kv/block_manager.h"
 #include "model/llama_model.h"
+#include "model/model_test_util.h"
 #include "model/synthetic_model.h"
 #include "test_paths.h"
 #include "util/thread_pool.h"
 
 namespace lift {
 namespace {
+
+using test::bitwise_equal;
+using test::random_tokens;
 
 // A sequence driven through the block manager.
 struct PagedSeq {
@@ -101,39 +105,6 @@ int32_t greedy(const std::vector<float>& logits) {
   return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
 
-bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-std::vector<int32_t> random_tokens(size_t n, int vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> d(3, vocab - 1);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = d(rng);
-  t[0] = 1;
-  return t;
-}
-
-// Shared model files by relative path, or "synthetic:Q8_0" for a small GQA model (dim 128,
-// 8 heads, 2 KV heads) with the stories260K vocabulary, written once per process.
-std::string resolve(const std::string& name) {
-  if (name != "synthetic:Q8_0") return test::model_path(name);
-  const std::string path =
-      ::testing::TempDir() + "lift-paged-gqa-Q8_0-" + std::to_string(::getpid()) + ".gguf";
-  if (::access(path.c_str(), R_OK) == 0) return path;
-  SyntheticSpec spec;
-  spec.dim = 128;
-  spec.n_layers = 2;
-  spec.n_heads = 8;
-  spec.n_kv_heads = 2;
-  spec.ffn = 256;
-  spec.seed = 5;
-  spec.type = GgmlType::Q8_0;
-  spec.vocab_from = test::model_path("stories260K/stories260K.gguf");
-  write_synthetic_model(spec, path);
-  return path;
-}
-
 // Logits of one sequence run alone in a fresh cache with the same block size (attention's
 // online softmax rescales once per block, so the block size is part of the arithmetic; where
 // the blocks sit is not): after the prompt, then after each fed token. feed[k] < 0 means
@@ -161,7 +132,7 @@ AloneRun run_alone(LlamaModel& m, Backend& be, KvType type, size_t block_size,
 
 class PagedKv : public ::testing::TestWithParam<std::tuple<const char*, KvType>> {
  protected:
-  void SetUp() override { model_ = LlamaModel::load(resolve(std::get<0>(GetParam()))); }
+  void SetUp() override { model_ = LlamaModel::load(test::resolve_model(std::get<0>(GetParam()))); }
   KvType kv_type() const { return std::get<1>(GetParam()); }
   std::unique_ptr<LlamaModel> model_;
 };

@@ -16,20 +16,9 @@
 namespace lift {
 namespace {
 
+using test::bitwise_equal;
+using test::random_tokens;
 using test::TestSequence;
-
-std::vector<int32_t> random_tokens(size_t n, int vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> d(3, vocab - 1);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = d(rng);
-  t[0] = 1;
-  return t;
-}
-
-bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 void expect_within_tolerance(const std::vector<float>& x, const std::vector<float>& r) {
   ASSERT_EQ(x.size(), r.size());
@@ -39,34 +28,12 @@ void expect_within_tolerance(const std::vector<float>& x, const std::vector<floa
   EXPECT_LE(worst, tol) << "max |fast - reference| over a logits row";
 }
 
-// Shared model files by relative path, or "synthetic:TYPE" for a GQA model written on the fly
-// (dim 128, 8 heads, 2 KV heads) with the stories260K vocabulary.
-std::string resolve(const std::string& name) {
-  const std::string prefix = "synthetic:";
-  if (name.rfind(prefix, 0) != 0) return test::model_path(name);
-  const std::string type = name.substr(prefix.size());
-  // Per process: ctest runs tests of this binary in parallel processes.
-  const std::string path =
-      ::testing::TempDir() + "lift-synth-gqa-" + type + "-" + std::to_string(::getpid()) + ".gguf";
-  SyntheticSpec spec;
-  spec.dim = 128;
-  spec.n_layers = 2;
-  spec.n_heads = 8;
-  spec.n_kv_heads = 2;
-  spec.ffn = 256;
-  spec.seed = 3;
-  spec.vocab_from = test::model_path("stories260K/stories260K.gguf");
-  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::F16}) {
-    if (ggml_type_name(t) == type) spec.type = t;
-  }
-  write_synthetic_model(spec, path);
-  return path;
-}
-
 // Every check runs with an F32 and an F16 KV cache.
 class ForwardExactness : public ::testing::TestWithParam<std::tuple<const char*, KvType>> {
  protected:
-  std::unique_ptr<LlamaModel> load() { return LlamaModel::load(resolve(std::get<0>(GetParam()))); }
+  std::unique_ptr<LlamaModel> load() {
+    return LlamaModel::load(test::resolve_model(std::get<0>(GetParam())));
+  }
   KvType kv_type() const { return std::get<1>(GetParam()); }
 };
 

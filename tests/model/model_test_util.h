@@ -1,13 +1,60 @@
 // Helpers for model tests: run a model over token sequences through the paged forward pass.
 #pragma once
 
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
 #include <numeric>
+#include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/backend.h"
 #include "model/llama_model.h"
+#include "model/synthetic_model.h"
+#include "test_paths.h"
 
 namespace lift::test {
+
+// BOS then n - 1 random ordinary token ids.
+inline std::vector<int32_t> random_tokens(size_t n, int vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> d(3, vocab - 1);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = d(rng);
+  t[0] = 1;
+  return t;
+}
+
+inline bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Shared model files by relative path, or "synthetic:TYPE" (Q8_0, Q4_0, F16) for a small GQA
+// model (dim 128, 8 heads, 2 KV heads) with the stories260K vocabulary, written once per
+// process (ctest runs the tests of this binary in parallel processes).
+inline std::string resolve_model(const std::string& name) {
+  const std::string prefix = "synthetic:";
+  if (name.rfind(prefix, 0) != 0) return model_path(name);
+  const std::string type = name.substr(prefix.size());
+  const std::string path =
+      ::testing::TempDir() + "lift-synth-gqa-" + type + "-" + std::to_string(::getpid()) + ".gguf";
+  if (::access(path.c_str(), R_OK) == 0) return path;
+  SyntheticSpec spec;
+  spec.dim = 128;
+  spec.n_layers = 2;
+  spec.n_heads = 8;
+  spec.n_kv_heads = 2;
+  spec.ffn = 256;
+  spec.seed = 3;
+  spec.vocab_from = model_path("stories260K/stories260K.gguf");
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::F16}) {
+    if (ggml_type_name(t) == type) spec.type = t;
+  }
+  write_synthetic_model(spec, path);
+  return path;
+}
 
 // One sequence's K/V blocks inside a shared cache.
 struct TestSequence {
