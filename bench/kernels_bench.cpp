@@ -8,6 +8,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gguf/ggml_type.h"
@@ -15,6 +16,7 @@
 #include "kernels/fp16.h"
 #include "kernels/isa.h"
 #include "kernels/matmul.h"
+#include "kernels/panel.h"
 
 namespace lift::kernels {
 namespace {
@@ -45,8 +47,9 @@ std::vector<uint8_t> make_weights(GgmlType t, size_t n_out, size_t n_in) {
   return w;
 }
 
-void bm_matmul(benchmark::State& state, GgmlType wt, ActFormat af, Isa isa, Shape s, size_t rows,
-               bool decode) {
+// isa == avx512 with `panels`: the weights repacked at load time (what the engine runs there).
+void bm_matmul(benchmark::State& state, GgmlType wt, ActFormat af, Isa isa, bool panels, Shape s,
+               size_t rows, bool decode) {
   set_isa(isa);
   const auto w = make_weights(wt, s.n_out, s.n_in);
   const size_t row_bytes = ggml_row_bytes(wt, s.n_in);
@@ -60,9 +63,24 @@ void bm_matmul(benchmark::State& state, GgmlType wt, ActFormat af, Isa isa, Shap
     quantize_activation_row(af, x.data(), s.n_in, act.data() + r * stride);
   }
   std::vector<float> y(rows * s.n_out);
+  PanelMatrix pm;
+  std::vector<ActBlockInfo> info;
+  if (panels) {
+    pm = pack_panels(wt, w.data(), row_bytes, s.n_in, s.n_out);
+    if (af != ActFormat::f32) {
+      info.resize(rows * s.n_in / 32);
+      for (size_t r = 0; r < rows; ++r) {
+        act_block_info(act.data() + r * stride, s.n_in, info.data() + r * s.n_in / 32);
+      }
+    }
+  }
   for (auto _ : state) {
-    matmul(wt, w.data(), row_bytes, s.n_in, af, act.data(), stride, rows, y.data(), s.n_out, 0,
-           s.n_out);
+    if (panels) {
+      matmul_panels(pm, af, act.data(), stride, info.data(), rows, y.data(), s.n_out, 0, s.n_out);
+    } else {
+      matmul(wt, w.data(), row_bytes, s.n_in, af, act.data(), stride, rows, y.data(), s.n_out, 0,
+             s.n_out);
+    }
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
@@ -83,12 +101,14 @@ int register_all() {
   const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
                             GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q4_1, GgmlType::Q5_1};
   const Shape shapes[] = {{768, 2048}, {2048, 5632}};
-  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
+  for (auto [isa, panels] : {std::pair{Isa::scalar, false}, std::pair{Isa::avx2, false},
+                             std::pair{Isa::avx512, false}, std::pair{Isa::avx512, true}}) {
     if (isa > best_isa()) continue;
     for (GgmlType t : types) {
+      if (panels && !(t == GgmlType::F16 || t == GgmlType::BF16 || is_quantized(t))) continue;
       // The engine's default: integer paths for quantized weights. Q4_0 also with f32 activations.
       std::vector<ActFormat> afs = {act_format(t, true)};
-      if (t == GgmlType::Q4_0) afs.push_back(ActFormat::f32);
+      if (t == GgmlType::Q4_0 && !panels) afs.push_back(ActFormat::f32);
       for (ActFormat af : afs) {
         for (bool decode : {true, false}) {
           for (Shape s : shapes) {
@@ -96,9 +116,11 @@ int register_all() {
               if (!decode && isa == Isa::scalar && rows > 64) continue;  // minutes per run
               const std::string name = std::string(decode ? "decode/" : "prefill/") +
                                        std::string(ggml_type_name(t)) + "/" + af_name(af) + "/" +
-                                       std::string(isa_name(isa)) + "/" + std::to_string(s.n_in) +
-                                       "/" + std::to_string(s.n_out) + "/" + std::to_string(rows);
-              benchmark::RegisterBenchmark(name.c_str(), bm_matmul, t, af, isa, s, rows, decode)
+                                       std::string(isa_name(isa)) + (panels ? "-panel/" : "/") +
+                                       std::to_string(s.n_in) + "/" + std::to_string(s.n_out) +
+                                       "/" + std::to_string(rows);
+              benchmark::RegisterBenchmark(name.c_str(), bm_matmul, t, af, isa, panels, s, rows,
+                                           decode)
                   ->Unit(benchmark::kMicrosecond)
                   ->UseRealTime();
             }

@@ -13,14 +13,20 @@
 namespace lift {
 
 class ThreadPool;
+namespace kernels {
+struct PanelMatrix;
+}
 
-// A weight matrix in its stored type: n_out rows of n_in elements.
+// A weight matrix in its stored type: n_out rows of n_in elements. `panel`, when set, is the
+// same matrix repacked at load time for the CPU kernels (kernels/panel.h); backends that do not
+// use it read `data`.
 struct Matrix {
   GgmlType type = GgmlType::F32;
   const uint8_t* data = nullptr;
   size_t n_in = 0;
   size_t n_out = 0;
   size_t row_bytes = 0;
+  const kernels::PanelMatrix* panel = nullptr;
 };
 
 // One layer of the paged K/V store: slot s of the cache holds K at k + s*kv_dim (same for

@@ -8,6 +8,8 @@
 #include "kernels/dequant.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "kernels/panel.h"
+#include "kernels/quant_blocks.h"
 #include "kernels/row_ops_backend.h"
 #include "util/thread_pool.h"
 
@@ -24,6 +26,10 @@ class CpuBackend final : public RowOpsBackend {
 
   void matmul(const Matrix& w, const float* x, size_t n_rows, float* y) override {
     const kernels::ActFormat af = kernels::act_format(w.type, opts_.quantize_activations);
+    const bool quantized = af != kernels::ActFormat::f32;
+    if (w.panel != nullptr && quantized == kernels::is_quantized(w.type)) {
+      return matmul_panels(w, af, x, n_rows, y);
+    }
     const void* act = x;
     size_t act_stride = w.n_in * sizeof(float);
     if (af != kernels::ActFormat::f32) {
@@ -35,16 +41,50 @@ class CpuBackend final : public RowOpsBackend {
       });
       act = buf;
     }
-    // Enough column tiles that both cores finish together even if one is slowed down.
-    const size_t threads = static_cast<size_t>(pool_.size());
-    size_t tile = (w.n_out + threads * 8 - 1) / (threads * 8);
-    tile = std::max<size_t>(16, (tile + 15) / 16 * 16);
+    const size_t tile = column_tile(w.n_out);
     const size_t n_tasks = (w.n_out + tile - 1) / tile;
     pool_.parallel_for(n_tasks, [&](size_t t, int) {
       const size_t o0 = t * tile, o1 = std::min(w.n_out, o0 + tile);
       kernels::matmul(w.type, w.data, w.row_bytes, w.n_in, af, act, act_stride, n_rows, y, w.n_out,
                       o0, o1);
     });
+  }
+
+  // Panel products: activations quantized with their block info in one pass, then output
+  // columns split in whole panels.
+  void matmul_panels(const Matrix& w, kernels::ActFormat af, const float* x, size_t n_rows,
+                     float* y) {
+    const void* act = x;
+    size_t act_stride = w.n_in * sizeof(float);
+    const kernels::ActBlockInfo* info = nullptr;
+    if (af != kernels::ActFormat::f32) {
+      act_stride = kernels::act_row_bytes(af, w.n_in);
+      const size_t nb = w.n_in / kernels::kQBlock;
+      if (act_buf_.size() < act_stride * n_rows) act_buf_.resize(act_stride * n_rows);
+      if (info_buf_.size() < nb * n_rows) info_buf_.resize(nb * n_rows);
+      uint8_t* buf = act_buf_.data();
+      kernels::ActBlockInfo* ib = info_buf_.data();
+      pool_.parallel_for(n_rows, [&](size_t r, int) {
+        kernels::quantize_activation_row(af, x + r * w.n_in, w.n_in, buf + r * act_stride);
+        kernels::act_block_info(buf + r * act_stride, w.n_in, ib + r * nb);
+      });
+      act = buf;
+      info = ib;
+    }
+    const size_t tile = column_tile(w.n_out);
+    const size_t n_tasks = (w.n_out + tile - 1) / tile;
+    pool_.parallel_for(n_tasks, [&](size_t t, int) {
+      const size_t o0 = t * tile, o1 = std::min(w.n_out, o0 + tile);
+      kernels::matmul_panels(*w.panel, af, act, act_stride, info, n_rows, y, w.n_out, o0, o1);
+    });
+  }
+
+  // Enough column tiles that both cores finish together even if one is slowed down; whole
+  // panels of 16 rows.
+  size_t column_tile(size_t n_out) const {
+    const size_t threads = static_cast<size_t>(pool_.size());
+    const size_t tile = (n_out + threads * 8 - 1) / (threads * 8);
+    return std::max<size_t>(kernels::kPanelRows, (tile + 15) / 16 * 16);
   }
 
   void attention(const AttentionArgs& a) override {
@@ -85,6 +125,7 @@ class CpuBackend final : public RowOpsBackend {
   ThreadPool& pool_;
   BackendOptions opts_;
   std::vector<uint8_t> act_buf_;
+  std::vector<kernels::ActBlockInfo> info_buf_;
   std::vector<std::vector<float>> scratch_;
   std::vector<std::pair<size_t, size_t>> tiles_;
 };

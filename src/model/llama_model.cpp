@@ -86,12 +86,28 @@ LlamaModel::LlamaModel(gguf::File file) : file_(std::move(file)) {
     w.w_down = matrix(file_, p + "ffn_down.weight", ffn, dim);
   }
   for (const auto& t : file_.tensors()) weight_bytes_ += t.n_bytes;
+  pack_weights();
   // theta_i = pos * base^(-2i/rope_dim), pairs of adjacent dimensions (GGUF's Q/K row order).
   inv_freq_.resize(static_cast<size_t>(cfg_.rope_dim / 2));
   for (size_t i = 0; i < inv_freq_.size(); ++i) {
     inv_freq_[i] = static_cast<float>(
         std::pow(static_cast<double>(cfg_.rope_base),
                  -2.0 * static_cast<double>(i) / static_cast<double>(cfg_.rope_dim)));
+  }
+}
+
+void LlamaModel::pack_weights() {
+  std::vector<Matrix*> all{&output_};
+  for (LayerWeights& w : layers_) {
+    for (Matrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) all.push_back(m);
+  }
+  size_t n = 0;
+  for (const Matrix* m : all) n += kernels::panel_supported(m->type) ? 1 : 0;
+  panels_.reserve(n);  // Matrix::panel points into panels_: no reallocation after this
+  for (Matrix* m : all) {
+    if (!kernels::panel_supported(m->type)) continue;
+    panels_.push_back(kernels::pack_panels(m->type, m->data, m->row_bytes, m->n_in, m->n_out));
+    m->panel = &panels_.back();
   }
 }
 

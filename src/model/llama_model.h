@@ -8,6 +8,7 @@
 
 #include "gguf/gguf_file.h"
 #include "kernels/backend.h"
+#include "kernels/panel.h"
 #include "kv/kv_cache.h"
 #include "model/forward_batch.h"
 #include "model/model_config.h"
@@ -38,6 +39,9 @@ class LlamaModel {
  private:
   explicit LlamaModel(gguf::File file);
   void ensure_workspace(size_t n_tokens);
+  // Repacks every matrix product's weights for the active kernels where they have a panel
+  // layout (the embedding table keeps its rows: lookups read it by row).
+  void pack_weights();
 
   gguf::File file_;
   ModelConfig cfg_;
@@ -45,6 +49,7 @@ class LlamaModel {
   std::vector<float> output_norm_;
   std::vector<LayerWeights> layers_;
   std::vector<float> inv_freq_;
+  std::vector<kernels::PanelMatrix> panels_;
   size_t weight_bytes_ = 0;
   bool tied_ = false;
 

@@ -1,0 +1,228 @@
+// AVX-512 products over row panels (see panel.h for the layouts and the per-output order).
+// A tile is C panels (16C output rows) by R activation rows; lanes are output rows, so every
+// output is one accumulator lane and the tile shape only decides what is computed together.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/panel.h"
+#include "kernels/quant_blocks.h"
+
+namespace lift::kernels::detail {
+namespace {
+
+struct Args {
+  const PanelMatrix& w;
+  const uint8_t* act;
+  size_t act_stride;
+  const ActBlockInfo* info;
+  size_t nb;  // blocks per row (quantized)
+  float* y;
+  size_t ldy;
+  size_t o_end;
+};
+
+inline __m512i bcast32(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// Stores the valid lanes of panel p's accumulator for activation row r.
+inline void store_lanes(const Args& a, size_t p, size_t r, __m512 v) {
+  const size_t o = p * kPanelRows;
+  const size_t valid = std::min(kPanelRows, a.o_end - o);
+  float* dst = a.y + r * a.ldy + o;
+  if (valid == kPanelRows) {
+    _mm512_storeu_ps(dst, v);
+  } else {
+    _mm512_mask_storeu_ps(dst, static_cast<__mmask16>((1u << valid) - 1u), v);
+  }
+}
+
+// ---- int8 panels -------------------------------------------------------------------------------
+// Code vectors of one block, two at a time: quads (j, j + 4) for j < 4.
+struct PQ8_0 {
+  static constexpr size_t kCodeBytes = 512;
+  static constexpr bool kTimes16 = false;
+  static void quads(const uint8_t* blk, int j, __m512i& lo, __m512i& hi) {
+    lo = _mm512_load_si512(blk + 64 * j);
+    hi = _mm512_load_si512(blk + 64 * (j + 4));
+  }
+};
+// Codes come out as 16 * q (low nibble shifted up, high nibble masked in place): u8 with the
+// same +128 offset as Q8_0 once scaled, so both types share the bias; the scale takes 1/16.
+struct PQ4_0 {
+  static constexpr size_t kCodeBytes = 256;
+  static constexpr bool kTimes16 = true;
+  static void quads(const uint8_t* blk, int j, __m512i& lo, __m512i& hi) {
+    const __m512i raw = _mm512_load_si512(blk + 64 * j);
+    const __m512i mask = _mm512_set1_epi8(static_cast<char>(0xF0));
+    lo = _mm512_and_si512(_mm512_slli_epi16(raw, 4), mask);
+    hi = _mm512_and_si512(raw, mask);
+  }
+};
+
+template <class W, int C, int R>
+void q_tile(const Args& a, size_t p0, size_t r0) {
+  const uint8_t* pw[C];
+  const uint8_t* ps[C];
+  for (int c = 0; c < C; ++c) {
+    pw[c] = a.w.panel(p0 + c);
+    ps[c] = pw[c] + a.nb * W::kCodeBytes;
+  }
+  const uint8_t* xr[R];
+  const ActBlockInfo* ir[R];
+  for (int r = 0; r < R; ++r) {
+    xr[r] = a.act + (r0 + r) * a.act_stride + offsetof(BlockQ8_0, qs);
+    ir[r] = a.info + (r0 + r) * a.nb;
+  }
+  __m512 acc[R][C];
+  for (auto& row : acc) {
+    for (auto& v : row) v = _mm512_setzero_ps();
+  }
+  for (size_t b = 0; b < a.nb; ++b) {
+    __m512i dot[R][C];
+    for (int r = 0; r < R; ++r) {
+      const __m512i bias = _mm512_set1_epi32(ir[r][b].bias);
+      for (int c = 0; c < C; ++c) dot[r][c] = bias;
+    }
+    for (int j = 0; j < 4; ++j) {
+      __m512i lo[C], hi[C];
+      for (int c = 0; c < C; ++c) W::quads(pw[c] + b * W::kCodeBytes, j, lo[c], hi[c]);
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* x = xr[r] + b * sizeof(BlockQ8_0);
+        const __m512i xl = bcast32(x + 4 * j);
+        const __m512i xh = bcast32(x + 4 * (j + 4));
+        for (int c = 0; c < C; ++c) {
+          dot[r][c] = _mm512_dpbusd_epi32(dot[r][c], lo[c], xl);
+          dot[r][c] = _mm512_dpbusd_epi32(dot[r][c], hi[c], xh);
+        }
+      }
+    }
+    __m512 sw[C];
+    for (int c = 0; c < C; ++c) {
+      const __m256i h = _mm256_load_si256(reinterpret_cast<const __m256i*>(ps[c] + b * 32));
+      sw[c] = _mm512_cvtph_ps(h);
+      if constexpr (W::kTimes16) sw[c] = _mm512_mul_ps(sw[c], _mm512_set1_ps(1.0f / 16.0f));
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m512 dx = _mm512_set1_ps(ir[r][b].d);
+      for (int c = 0; c < C; ++c) {
+        acc[r][c] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[r][c]), _mm512_mul_ps(sw[c], dx), acc[r][c]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < C; ++c) store_lanes(a, p0 + c, r0 + r, acc[r][c]);
+  }
+}
+
+// ---- float panels ------------------------------------------------------------------------------
+struct PF16 {
+  static __m512 load(const uint8_t* p) {
+    return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+};
+struct PBF16 {
+  static __m512 load(const uint8_t* p) {
+    const __m256i h = _mm256_load_si256(reinterpret_cast<const __m256i*>(p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+};
+
+template <class W, int C, int R>
+void f_tile(const Args& a, size_t p0, size_t r0) {
+  const uint8_t* pw[C];
+  for (int c = 0; c < C; ++c) pw[c] = a.w.panel(p0 + c);
+  const float* xr[R];
+  for (int r = 0; r < R; ++r) {
+    xr[r] = reinterpret_cast<const float*>(a.act + (r0 + r) * a.act_stride);
+  }
+  __m512 acc[R][C];
+  for (auto& row : acc) {
+    for (auto& v : row) v = _mm512_setzero_ps();
+  }
+  const size_t n = a.w.n_in;
+  for (size_t i = 0; i < n; ++i) {
+    __m512 wv[C];
+    for (int c = 0; c < C; ++c) wv[c] = W::load(pw[c] + i * 2 * kPanelRows);
+    for (int r = 0; r < R; ++r) {
+      const __m512 x = _mm512_set1_ps(xr[r][i]);
+      for (int c = 0; c < C; ++c) acc[r][c] = _mm512_fmadd_ps(wv[c], x, acc[r][c]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < C; ++c) store_lanes(a, p0 + c, r0 + r, acc[r][c]);
+  }
+}
+
+// ---- tiling ------------------------------------------------------------------------------------
+// Row blocks outermost so a block's activations stay in L2 while the panels stream past; each
+// panel tile then meets every row of the block from L1/L2.
+constexpr size_t kRowBlock = 64;
+
+template <template <class, int, int> class Tile, class W, int C, int R>
+void rows(const Args& a, size_t p, size_t r_begin, size_t r_end) {
+  size_t r = r_begin;
+  for (; r + R <= r_end; r += R) Tile<W, C, R>::run(a, p, r);
+  if constexpr (R > 1) {
+    constexpr int kHalf = R / 2;
+    rows<Tile, W, C, kHalf>(a, p, r, r_end);
+  }
+}
+
+template <class W, int C, int R>
+struct QTile {
+  static void run(const Args& a, size_t p, size_t r) { q_tile<W, C, R>(a, p, r); }
+};
+template <class W, int C, int R>
+struct FTile {
+  static void run(const Args& a, size_t p, size_t r) { f_tile<W, C, R>(a, p, r); }
+};
+
+// C panels per tile for small batches (decode), where each weight byte is read once and the
+// inner loops are short; kWideR rows per tile for prefill.
+template <template <class, int, int> class Tile, class W, int kDecodeC, int kWideC, int kWideR>
+void tile_loop(const Args& a, size_t p_begin, size_t p_end, size_t n_rows) {
+  for (size_t rb = 0; rb < n_rows; rb += kRowBlock) {
+    const size_t re = std::min(n_rows, rb + kRowBlock);
+    size_t p = p_begin;
+    if (re - rb < static_cast<size_t>(kWideR)) {
+      for (; p + kDecodeC <= p_end; p += kDecodeC) rows<Tile, W, kDecodeC, 4>(a, p, rb, re);
+    } else {
+      for (; p + kWideC <= p_end; p += kWideC) rows<Tile, W, kWideC, kWideR>(a, p, rb, re);
+    }
+    for (; p < p_end; ++p) rows<Tile, W, 1, 4>(a, p, rb, re);
+  }
+}
+
+}  // namespace
+
+void matmul_panels_avx512(const PanelMatrix& w, ActFormat af, const void* act, size_t act_stride,
+                          const ActBlockInfo* info, size_t n_rows, float* y, size_t ldy,
+                          size_t o_begin, size_t o_end) {
+  (void)af;
+  const Args a{w,    static_cast<const uint8_t*>(act), act_stride, info, w.n_in / kQBlock, y, ldy,
+               o_end};
+  const size_t p_begin = o_begin / kPanelRows;
+  const size_t p_end = (o_end + kPanelRows - 1) / kPanelRows;
+  switch (w.type) {
+    case GgmlType::Q8_0:
+      return tile_loop<QTile, PQ8_0, 4, 2, 8>(a, p_begin, p_end, n_rows);
+    case GgmlType::Q4_0:
+      return tile_loop<QTile, PQ4_0, 4, 2, 8>(a, p_begin, p_end, n_rows);
+    case GgmlType::F16:
+      return tile_loop<FTile, PF16, 4, 2, 12>(a, p_begin, p_end, n_rows);
+    case GgmlType::BF16:
+      return tile_loop<FTile, PBF16, 4, 2, 12>(a, p_begin, p_end, n_rows);
+    default:
+      return;
+  }
+}
+
+}  // namespace lift::kernels::detail

@@ -1,0 +1,192 @@
+// Packing into row panels, activation block info and dispatch of the panel products.
+#include "kernels/panel.h"
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/fp16.h"
+#include "kernels/isa.h"
+#include "kernels/quant_blocks.h"
+
+namespace lift::kernels {
+namespace {
+
+constexpr size_t kQ8CodeBytes = 512;  // one block of 16 rows: 8 quads x 16 rows x 4 bytes
+constexpr size_t kQ4CodeBytes = 256;  // 4 vectors x 16 rows x 4 bytes
+constexpr size_t kScaleBytes = 2 * kPanelRows;
+
+size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
+
+[[noreturn]] void fail(const std::string& what) {
+  throw std::invalid_argument("pack_panels: " + what);
+}
+
+size_t code_bytes(GgmlType t) { return t == GgmlType::Q8_0 ? kQ8CodeBytes : kQ4CodeBytes; }
+
+bool packable(GgmlType t) {
+  return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::F16 || t == GgmlType::BF16;
+}
+
+size_t panel_bytes_for(GgmlType t, size_t n_in) {
+  if (t == GgmlType::F16 || t == GgmlType::BF16) return round_up(n_in * 2 * kPanelRows, 64);
+  return round_up(n_in / kQBlock * (code_bytes(t) + kScaleBytes), 64);
+}
+
+// Where element i of panel row `lane` lives, for the float layouts.
+size_t float_offset(size_t i, size_t lane) { return (i * kPanelRows + lane) * 2; }
+
+void pack_row(GgmlType t, const uint8_t* src, size_t n_in, size_t lane, uint8_t* panel) {
+  const size_t nb = n_in / kQBlock;
+  switch (t) {
+    case GgmlType::F16:
+    case GgmlType::BF16:
+      for (size_t i = 0; i < n_in; ++i) std::memcpy(panel + float_offset(i, lane), src + 2 * i, 2);
+      return;
+    case GgmlType::Q8_0:
+      for (size_t b = 0; b < nb; ++b) {
+        BlockQ8_0 blk;
+        std::memcpy(&blk, src + b * sizeof blk, sizeof blk);
+        uint8_t* codes = panel + b * kQ8CodeBytes + lane * 4;
+        for (size_t e = 0; e < kQBlock; ++e) {
+          codes[e / 4 * 64 + e % 4] = static_cast<uint8_t>(static_cast<uint8_t>(blk.qs[e]) ^ 0x80u);
+        }
+        std::memcpy(panel + nb * kQ8CodeBytes + b * kScaleBytes + lane * 2, &blk.d, 2);
+      }
+      return;
+    case GgmlType::Q4_0:
+      for (size_t b = 0; b < nb; ++b) {
+        BlockQ4_0 blk;
+        std::memcpy(&blk, src + b * sizeof blk, sizeof blk);
+        // Byte i = 4v + t of qs holds elements i (low) and i + 16 (high): exactly the panel's
+        // byte (v, lane, t), so the raw bytes move in 4-byte groups.
+        for (size_t v = 0; v < 4; ++v) {
+          std::memcpy(panel + b * kQ4CodeBytes + v * 64 + lane * 4, blk.qs + 4 * v, 4);
+        }
+        std::memcpy(panel + nb * kQ4CodeBytes + b * kScaleBytes + lane * 2, &blk.d, 2);
+      }
+      return;
+    default:
+      fail("unsupported type");
+  }
+}
+
+void unpack_row(const PanelMatrix& w, size_t lane, const uint8_t* panel, uint8_t* dst) {
+  const size_t nb = w.n_in / kQBlock;
+  switch (w.type) {
+    case GgmlType::F16:
+    case GgmlType::BF16:
+      for (size_t i = 0; i < w.n_in; ++i)
+        std::memcpy(dst + 2 * i, panel + float_offset(i, lane), 2);
+      return;
+    case GgmlType::Q8_0:
+      for (size_t b = 0; b < nb; ++b) {
+        BlockQ8_0 blk;
+        std::memcpy(&blk.d, panel + nb * kQ8CodeBytes + b * kScaleBytes + lane * 2, 2);
+        const uint8_t* codes = panel + b * kQ8CodeBytes + lane * 4;
+        for (size_t e = 0; e < kQBlock; ++e) {
+          blk.qs[e] = static_cast<int8_t>(codes[e / 4 * 64 + e % 4] ^ 0x80);
+        }
+        std::memcpy(dst + b * sizeof blk, &blk, sizeof blk);
+      }
+      return;
+    case GgmlType::Q4_0:
+      for (size_t b = 0; b < nb; ++b) {
+        BlockQ4_0 blk;
+        std::memcpy(&blk.d, panel + nb * kQ4CodeBytes + b * kScaleBytes + lane * 2, 2);
+        for (size_t v = 0; v < 4; ++v) {
+          std::memcpy(blk.qs + 4 * v, panel + b * kQ4CodeBytes + v * 64 + lane * 4, 4);
+        }
+        std::memcpy(dst + b * sizeof blk, &blk, sizeof blk);
+      }
+      return;
+    default:
+      return;
+  }
+}
+
+// Bytes of a zero row in the stored layout: scale 0 and codes that decode to 0.
+void zero_row(GgmlType t, size_t n_in, uint8_t* dst) {
+  const size_t nb = n_in / kQBlock;
+  switch (t) {
+    case GgmlType::Q8_0:
+      std::memset(dst, 0, nb * sizeof(BlockQ8_0));
+      return;
+    case GgmlType::Q4_0:
+      for (size_t b = 0; b < nb; ++b) {
+        BlockQ4_0 blk{};
+        std::memset(blk.qs, 0x88, sizeof blk.qs);
+        std::memcpy(dst + b * sizeof blk, &blk, sizeof blk);
+      }
+      return;
+    default:
+      std::memset(dst, 0, n_in * 2);
+  }
+}
+
+}  // namespace
+
+bool panel_supported(GgmlType type) { return packable(type) && active_isa() == Isa::avx512; }
+
+PanelMatrix pack_panels(GgmlType type, const void* w, size_t row_bytes, size_t n_in, size_t n_out) {
+  if (!packable(type)) fail("type has no panel layout");
+  if (n_in == 0 || n_out == 0) fail("empty matrix");
+  const bool quantized = type == GgmlType::Q8_0 || type == GgmlType::Q4_0;
+  if (quantized && n_in % kQBlock != 0)
+    fail("n_in " + std::to_string(n_in) + " not a multiple of 32");
+  if (row_bytes < ggml_row_bytes(type, n_in)) fail("row_bytes too small");
+  PanelMatrix m;
+  m.type = type;
+  m.n_in = n_in;
+  m.n_out = n_out;
+  m.panel_bytes = panel_bytes_for(type, n_in);
+  const size_t total = m.n_panels() * m.panel_bytes;
+  m.data.reset(static_cast<uint8_t*>(std::aligned_alloc(64, total)));
+  if (!m.data) throw std::bad_alloc();
+  std::memset(m.data.get(), 0, total);
+  const auto* src = static_cast<const uint8_t*>(w);
+  std::unique_ptr<uint8_t[]> zero(new uint8_t[ggml_row_bytes(type, n_in)]);
+  zero_row(type, n_in, zero.get());
+  for (size_t p = 0; p < m.n_panels(); ++p) {
+    for (size_t lane = 0; lane < kPanelRows; ++lane) {
+      const size_t o = p * kPanelRows + lane;
+      pack_row(type, o < n_out ? src + o * row_bytes : zero.get(), n_in, lane,
+               m.data.get() + p * m.panel_bytes);
+    }
+  }
+  return m;
+}
+
+void unpack_panel_row(const PanelMatrix& w, size_t o, void* dst) {
+  unpack_row(w, o % kPanelRows, w.panel(o / kPanelRows), static_cast<uint8_t*>(dst));
+}
+
+void act_block_info(const void* q8_0_row, size_t n, ActBlockInfo* info) {
+  const auto* p = static_cast<const uint8_t*>(q8_0_row);
+  for (size_t b = 0; b < n / kQBlock; ++b) {
+    BlockQ8_0 blk;
+    std::memcpy(&blk, p + b * sizeof blk, sizeof blk);
+    int32_t sum = 0;
+    for (int8_t q : blk.qs) sum += q;
+    info[b] = {f16_to_f32(blk.d), -128 * sum};
+  }
+}
+
+void matmul_panels(const PanelMatrix& w, ActFormat af, const void* act, size_t act_stride,
+                   const ActBlockInfo* info, size_t n_rows, float* y, size_t ldy, size_t o_begin,
+                   size_t o_end) {
+  const bool quantized = w.type == GgmlType::Q8_0 || w.type == GgmlType::Q4_0;
+  if (af != (quantized ? ActFormat::q8_0 : ActFormat::f32)) {
+    throw std::invalid_argument("matmul_panels: activation format does not fit the weights");
+  }
+  if (o_begin % kPanelRows != 0 || o_end > w.n_out || o_begin > o_end) {
+    throw std::invalid_argument("matmul_panels: bad output range");
+  }
+  if (!panel_supported(w.type)) {
+    throw std::invalid_argument("matmul_panels: no panel kernel for the active instruction set");
+  }
+  if (n_rows == 0 || o_begin == o_end) return;
+  detail::matmul_panels_avx512(w, af, act, act_stride, info, n_rows, y, ldy, o_begin, o_end);
+}
+
+}  // namespace lift::kernels

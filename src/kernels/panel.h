@@ -1,0 +1,84 @@
+// Weights repacked at load time into row panels: 16 output rows interleaved so that one 512-bit
+// register holds the same input position of 16 rows. A product then keeps one accumulator lane
+// per output row and needs no horizontal sums; an int8 block of 16 rows feeds vpdpbusd (and AMX
+// tiles) directly, with each lane's int32 the exact dot of the whole 32-element block.
+//
+// Per-output operation order (fixed, whatever the tile, batch or column split):
+//  * Q8_0 / Q4_0 with q8_0 activations: for each block b in order,
+//      acc = fma(float(isum_b), s_w(b) * d_x(b), acc)
+//    where isum_b is the exact integer dot of the block's codes (Q4_0 codes are kept as 16*q, so
+//    isum_b is 16x the signed dot and s_w = d_w / 16, which scales the product exactly).
+//  * F16 / BF16 with f32 activations: acc = fma(w_i, x_i, acc) for i = 0, 1, ..., n_in - 1.
+// Results match matmul_reference within 1e-4 * max(1, max|y_row|).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+
+#include "gguf/ggml_type.h"
+#include "kernels/act_quant.h"
+
+namespace lift::kernels {
+
+inline constexpr size_t kPanelRows = 16;
+
+// Layout of one panel (kPanelRows rows; rows past n_out are zero):
+//  * Q8_0: codes [nb][8 quads][16 rows][4 bytes] as u8 = q + 128, then scales [nb][16] f16.
+//  * Q4_0: nibbles [nb][4 vectors][16 rows][4 bytes]: the low nibble of byte (v, row, t) is
+//    element 4v+t of the block, the high nibble element 4(v+4)+t; then scales [nb][16] f16.
+//  * F16 / BF16: [n_in][16] values in the stored type.
+// Panels start `panel_bytes` apart, 64-byte aligned.
+struct PanelMatrix {
+  GgmlType type = GgmlType::F32;
+  size_t n_in = 0;
+  size_t n_out = 0;
+  size_t panel_bytes = 0;
+  std::unique_ptr<uint8_t[], void (*)(void*)> data{nullptr, std::free};
+
+  size_t n_panels() const { return (n_out + kPanelRows - 1) / kPanelRows; }
+  size_t bytes() const { return n_panels() * panel_bytes; }
+  const uint8_t* panel(size_t p) const { return data.get() + p * panel_bytes; }
+};
+
+// Q8_0 and Q4_0: the types whose panels take q8_0 activations.
+inline bool is_quantized(GgmlType t) { return t == GgmlType::Q8_0 || t == GgmlType::Q4_0; }
+
+// Whether the active Isa has panel kernels for this weight type (AVX-512 VNNI: Q8_0, Q4_0, F16,
+// BF16). When false, products use the stored rows through matmul().
+bool panel_supported(GgmlType type);
+
+// Repacks n_out rows of n_in elements (row o at w + o * row_bytes). Throws std::invalid_argument
+// for unsupported types or sizes (quantized n_in must be a multiple of 32).
+PanelMatrix pack_panels(GgmlType type, const void* w, size_t row_bytes, size_t n_in, size_t n_out);
+
+// What the integer panel kernels need of each 32-element block of a q8_0 activation row,
+// besides its codes: the scale as f32 and -128 * sum(codes), the correction for the weights'
+// +128 offset.
+struct ActBlockInfo {
+  float d;
+  int32_t bias;
+};
+
+// Fills info[b] for the n / 32 blocks of one q8_0 activation row.
+void act_block_info(const void* q8_0_row, size_t n, ActBlockInfo* info);
+
+// y[r * ldy + o] = dot(row o, act row r) for r < n_rows and o in [o_begin, o_end), o_begin a
+// multiple of kPanelRows. Quantized panels take q8_0 activations with their block info (row r's
+// info at info + r * n_in / 32); float panels take f32 rows (info unused). Never allocates.
+void matmul_panels(const PanelMatrix& w, ActFormat af, const void* act, size_t act_stride,
+                   const ActBlockInfo* info, size_t n_rows, float* y, size_t ldy, size_t o_begin,
+                   size_t o_end);
+
+// Stored-row view of panel row o (for tests): writes n_in elements' worth of the original
+// row bytes, ggml layout, to dst.
+void unpack_panel_row(const PanelMatrix& w, size_t o, void* dst);
+
+namespace detail {
+void matmul_panels_avx512(const PanelMatrix& w, ActFormat af, const void* act, size_t act_stride,
+                          const ActBlockInfo* info, size_t n_rows, float* y, size_t ldy,
+                          size_t o_begin, size_t o_end);
+}  // namespace detail
+
+}  // namespace lift::kernels

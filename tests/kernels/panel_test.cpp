@@ -1,0 +1,229 @@
+#include "kernels/panel.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernel_test_util.h"
+#include "kernels/act_quant.h"
+#include "kernels/matmul.h"
+#include "kernels/quant_blocks.h"
+
+namespace lift::kernels {
+namespace {
+
+using testing::IsaGuard;
+
+const GgmlType kTypes[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::F16, GgmlType::BF16};
+
+// A packed matrix and a batch of activation rows (strides padded, as the engine's may be).
+struct PanelProblem {
+  GgmlType wt;
+  ActFormat af;
+  size_t n_in, n_out, n_rows, w_row_bytes, act_stride;
+  std::vector<uint8_t> w, act;
+  std::vector<ActBlockInfo> info;
+  PanelMatrix pm;
+
+  PanelProblem(GgmlType t, size_t in, size_t out, size_t rows, std::mt19937& rng)
+      : wt(t),
+        af(is_quantized(t) ? ActFormat::q8_0 : ActFormat::f32),
+        n_in(in),
+        n_out(out),
+        n_rows(rows) {
+    w_row_bytes = ggml_row_bytes(t, n_in) + 6;
+    w = testing::random_weights(t, n_out, n_in, 6, rng);
+    act_stride = act_row_bytes(af, n_in) + 8;
+    act.assign(act_stride * rows + 64, 0);
+    if (af == ActFormat::q8_0) info.resize(rows * n_in / 32);
+    for (size_t r = 0; r < rows; ++r) {
+      const auto x = testing::random_activations(n_in, rng);
+      quantize_activation_row(af, x.data(), n_in, act.data() + r * act_stride);
+      if (af == ActFormat::q8_0) act_block_info(row(r), n_in, info.data() + r * n_in / 32);
+    }
+    pm = pack_panels(t, w.data(), w_row_bytes, n_in, n_out);
+  }
+  const uint8_t* row(size_t r) const { return act.data() + r * act_stride; }
+  const ActBlockInfo* row_info(size_t r) const {
+    return info.empty() ? nullptr : info.data() + r * n_in / 32;
+  }
+
+  std::vector<float> run(size_t r0, size_t nr, size_t ob, size_t oe,
+                         std::vector<float> y = {}) const {
+    if (y.empty()) y.assign(nr * n_out, NAN);
+    matmul_panels(pm, af, row(r0), act_stride, row_info(r0), nr, y.data(), n_out, ob, oe);
+    return y;
+  }
+  std::vector<float> reference() const {
+    std::vector<float> y(n_rows * n_out);
+    matmul_reference(wt, w.data(), w_row_bytes, n_in, af, act.data(), act_stride, n_rows, y.data(),
+                     n_out, 0, n_out);
+    return y;
+  }
+  std::string label() const {
+    return std::string(ggml_type_name(wt)) + " n_in=" + std::to_string(n_in) +
+           " n_out=" + std::to_string(n_out);
+  }
+};
+
+bool have_panels() {
+  set_isa(best_isa());
+  return panel_supported(GgmlType::Q8_0);
+}
+
+TEST(KernelPanel, PackRoundTripsEveryRow) {
+  std::mt19937 rng(7);
+  for (GgmlType t : kTypes) {
+    for (size_t n_out : {1u, 16u, 21u, 50u}) {
+      const size_t n_in = 96;
+      const size_t row_bytes = ggml_row_bytes(t, n_in) + 3;
+      const auto w = testing::random_weights(t, n_out, n_in, 3, rng);
+      const PanelMatrix pm = pack_panels(t, w.data(), row_bytes, n_in, n_out);
+      EXPECT_EQ(pm.n_panels(), (n_out + 15) / 16);
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(pm.data.get()) % 64, 0u);
+      std::vector<uint8_t> back(ggml_row_bytes(t, n_in));
+      for (size_t o = 0; o < n_out; ++o) {
+        unpack_panel_row(pm, o, back.data());
+        ASSERT_EQ(std::memcmp(back.data(), w.data() + o * row_bytes, back.size()), 0)
+            << ggml_type_name(t) << " row " << o;
+      }
+    }
+  }
+}
+
+TEST(KernelPanel, ActBlockInfoIsScaleAndOffsetCorrection) {
+  std::mt19937 rng(8);
+  const auto x = testing::random_activations(128, rng);
+  std::vector<uint8_t> q(act_row_bytes(ActFormat::q8_0, 128));
+  quantize_activation_row(ActFormat::q8_0, x.data(), 128, q.data());
+  ActBlockInfo info[4];
+  act_block_info(q.data(), 128, info);
+  for (size_t b = 0; b < 4; ++b) {
+    BlockQ8_0 blk;
+    std::memcpy(&blk, q.data() + b * sizeof blk, sizeof blk);
+    int sum = 0;
+    for (int8_t c : blk.qs) sum += c;
+    EXPECT_EQ(info[b].bias, -128 * sum);
+    EXPECT_EQ(info[b].d, f16_to_f32(blk.d));
+  }
+}
+
+TEST(KernelPanel, RejectsWhatItCannotPack) {
+  std::vector<uint8_t> w(1024);
+  EXPECT_THROW(pack_panels(GgmlType::Q5_1, w.data(), 24, 32, 1), std::invalid_argument);
+  EXPECT_THROW(pack_panels(GgmlType::Q8_0, w.data(), 34, 33, 1), std::invalid_argument);
+  EXPECT_THROW(pack_panels(GgmlType::F16, w.data(), 2, 32, 1), std::invalid_argument);
+  EXPECT_THROW(pack_panels(GgmlType::F16, w.data(), 64, 32, 0), std::invalid_argument);
+}
+
+TEST(KernelPanel, MatchesReference) {
+  IsaGuard guard;
+  if (!have_panels()) GTEST_SKIP() << "no panel kernels on this CPU";
+  std::mt19937 rng(42);
+  for (GgmlType t : kTypes) {
+    std::vector<size_t> n_ins = {32, 64, 96, 4128};
+    if (!is_quantized(t)) n_ins.insert(n_ins.end(), {1, 7, 17, 100, 4099});
+    for (size_t n_in : n_ins) {
+      for (size_t n_out : {5u, 16u, 37u, 130u}) {
+        const size_t max_rows = n_in > 1000 ? 9 : 21;
+        PanelProblem prob(t, n_in, n_out, max_rows, rng);
+        const auto ref = prob.reference();
+        for (size_t nr = 1; nr <= max_rows; nr += (nr < 9 ? 1 : 4)) {
+          const auto y = prob.run(0, nr, 0, n_out);
+          for (size_t r = 0; r < nr; ++r) {
+            double max_ref = 0, max_err = 0;
+            for (size_t o = 0; o < n_out; ++o) {
+              const double g = y[r * n_out + o], e = ref[r * n_out + o];
+              max_ref = std::max(max_ref, std::fabs(e));
+              max_err = std::max(max_err, std::fabs(g - e));
+            }
+            ASSERT_LE(max_err, 1e-4 * std::max(1.0, max_ref))
+                << prob.label() << " rows " << nr << " row " << r;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Prefill-sized batches cross row blocks and use the wide tiles.
+TEST(KernelPanel, MatchesReferencePrefillShape) {
+  IsaGuard guard;
+  if (!have_panels()) GTEST_SKIP() << "no panel kernels on this CPU";
+  std::mt19937 rng(5);
+  for (GgmlType t : kTypes) {
+    PanelProblem prob(t, 512, 70, 150, rng);
+    const auto ref = prob.reference();
+    const auto y = prob.run(0, prob.n_rows, 0, prob.n_out);
+    for (size_t r = 0; r < prob.n_rows; ++r) {
+      double max_ref = 0, max_err = 0;
+      for (size_t o = 0; o < prob.n_out; ++o) {
+        max_ref = std::max(max_ref, std::fabs(static_cast<double>(ref[r * prob.n_out + o])));
+        max_err = std::max(max_err, std::fabs(static_cast<double>(y[r * prob.n_out + o]) -
+                                              ref[r * prob.n_out + o]));
+      }
+      ASSERT_LE(max_err, 1e-4 * std::max(1.0, max_ref)) << prob.label() << " row " << r;
+    }
+  }
+}
+
+// A row's outputs do not depend on its companions, its place in the batch, or the column split.
+TEST(KernelPanel, BatchAndSplitInvariantBitwise) {
+  IsaGuard guard;
+  if (!have_panels()) GTEST_SKIP() << "no panel kernels on this CPU";
+  std::mt19937 rng(99);
+  for (GgmlType t : kTypes) {
+    for (size_t n_in : {32u, 96u, 1056u}) {
+      const size_t n_out = 77, n_rows = 70;
+      PanelProblem prob(t, n_in, n_out, n_rows, rng);
+      const auto full = prob.run(0, n_rows, 0, n_out);
+      for (size_t g : {1u, 2u, 3u, 5u, 8u, 13u, 64u}) {
+        for (size_t r0 = 0; r0 < n_rows; r0 += g) {
+          const size_t nr = std::min(g, n_rows - r0);
+          const auto part = prob.run(r0, nr, 0, n_out);
+          ASSERT_EQ(std::memcmp(part.data(), &full[r0 * n_out], nr * n_out * 4), 0)
+              << prob.label() << " group " << g << " at " << r0;
+        }
+      }
+      for (const std::vector<size_t>& cuts :
+           {std::vector<size_t>{0, 16, 32, 48, 64, 77}, {0, 64, 77}, {0, 32, 77}}) {
+        std::vector<float> y(n_rows * n_out, NAN);
+        for (size_t c = 0; c + 1 < cuts.size(); ++c) {
+          y = prob.run(0, n_rows, cuts[c], cuts[c + 1], std::move(y));
+        }
+        ASSERT_EQ(std::memcmp(y.data(), full.data(), y.size() * 4), 0) << prob.label() << " split";
+      }
+    }
+  }
+}
+
+TEST(KernelPanel, WritesOnlyItsRange) {
+  IsaGuard guard;
+  if (!have_panels()) GTEST_SKIP() << "no panel kernels on this CPU";
+  std::mt19937 rng(3);
+  for (GgmlType t : kTypes) {
+    PanelProblem prob(t, 64, 40, 3, rng);
+    std::vector<float> y(3 * 40, -7.0f);
+    y = prob.run(0, 3, 16, 35, std::move(y));
+    for (size_t r = 0; r < 3; ++r) {
+      for (size_t o = 0; o < 40; ++o) {
+        const float v = y[r * 40 + o];
+        if (o >= 16 && o < 35) {
+          EXPECT_NE(v, -7.0f);
+        } else {
+          EXPECT_EQ(v, -7.0f) << ggml_type_name(t) << " wrote outside its range at " << o;
+        }
+      }
+    }
+    EXPECT_THROW(prob.run(0, 3, 5, 20), std::invalid_argument);  // not a panel boundary
+  }
+}
+
+}  // namespace
+}  // namespace lift::kernels
