@@ -59,6 +59,12 @@ class Backend {
 
   // y[r*n_out + o] = sum_i W[o][i] * x[r*n_in + i] for r < n_rows.
   virtual void matmul(const Matrix& w, const float* x, size_t n_rows, float* y) = 0;
+  // ys[i] = ws[i] x for i < n: products of the same activations (Q/K/V, gate/up), which a
+  // backend may quantize once and schedule together. Each result is what matmul() gives.
+  virtual void matmul_many(const Matrix* const* ws, float* const* ys, size_t n, const float* x,
+                           size_t n_rows) {
+    for (size_t i = 0; i < n; ++i) matmul(*ws[i], x, n_rows, ys[i]);
+  }
   // Row r of the embedding table, dequantized, for each id.
   virtual void get_rows(const Matrix& table, const int32_t* ids, size_t n, float* out) = 0;
   virtual void rmsnorm(const float* x, const float* weight, size_t n_rows, size_t dim, float eps,

@@ -28,7 +28,9 @@ class CpuBackend final : public RowOpsBackend {
     const kernels::ActFormat af = kernels::act_format(w.type, opts_.quantize_activations);
     const bool quantized = af != kernels::ActFormat::f32;
     if (w.panel != nullptr && quantized == kernels::is_quantized(w.type)) {
-      return matmul_panels(w, af, x, n_rows, y);
+      const Matrix* ws[] = {&w};
+      float* ys[] = {y};
+      return matmul_panels(ws, ys, 1, af, x, n_rows);
     }
     const void* act = x;
     size_t act_stride = w.n_in * sizeof(float);
@@ -50,32 +52,52 @@ class CpuBackend final : public RowOpsBackend {
     });
   }
 
-  // Panel products: activations quantized with their block info in one pass, then output
-  // columns split in whole panels.
-  void matmul_panels(const Matrix& w, kernels::ActFormat af, const float* x, size_t n_rows,
-                     float* y) {
+  void matmul_many(const Matrix* const* ws, float* const* ys, size_t n, const float* x,
+                   size_t n_rows) override {
+    const Matrix& w0 = *ws[0];
+    const kernels::ActFormat af = kernels::act_format(w0.type, opts_.quantize_activations);
+    bool together = n <= kMaxMany;
+    for (size_t i = 0; i < n && together; ++i) {
+      together = ws[i]->panel != nullptr && ws[i]->type == w0.type && ws[i]->n_in == w0.n_in &&
+                 (af != kernels::ActFormat::f32) == kernels::is_quantized(w0.type);
+    }
+    if (!together) return Backend::matmul_many(ws, ys, n, x, n_rows);
+    return matmul_panels(ws, ys, n, af, x, n_rows);
+  }
+
+  // Panel products of the same activations: quantized once with their block info, then one
+  // dispatch over the output columns of all of them, split in whole panels.
+  void matmul_panels(const Matrix* const* ws, float* const* ys, size_t n, kernels::ActFormat af,
+                     const float* x, size_t n_rows) {
+    const size_t n_in = ws[0]->n_in;
     const void* act = x;
-    size_t act_stride = w.n_in * sizeof(float);
+    size_t act_stride = n_in * sizeof(float);
     const kernels::ActBlockInfo* info = nullptr;
     if (af != kernels::ActFormat::f32) {
-      act_stride = kernels::act_row_bytes(af, w.n_in);
-      const size_t nb = w.n_in / kernels::kQBlock;
+      act_stride = kernels::act_row_bytes(af, n_in);
+      const size_t nb = n_in / kernels::kQBlock;
       if (act_buf_.size() < act_stride * n_rows) act_buf_.resize(act_stride * n_rows);
       if (info_buf_.size() < nb * n_rows) info_buf_.resize(nb * n_rows);
       uint8_t* buf = act_buf_.data();
       kernels::ActBlockInfo* ib = info_buf_.data();
       pool_.parallel_for(n_rows, [&](size_t r, int) {
-        kernels::quantize_activation_row(af, x + r * w.n_in, w.n_in, buf + r * act_stride);
-        kernels::act_block_info(buf + r * act_stride, w.n_in, ib + r * nb);
+        kernels::quantize_activation_row(af, x + r * n_in, n_in, buf + r * act_stride);
+        kernels::act_block_info(buf + r * act_stride, n_in, ib + r * nb);
       });
       act = buf;
       info = ib;
     }
-    const size_t tile = column_tile(w.n_out);
-    const size_t n_tasks = (w.n_out + tile - 1) / tile;
-    pool_.parallel_for(n_tasks, [&](size_t t, int) {
-      const size_t o0 = t * tile, o1 = std::min(w.n_out, o0 + tile);
-      kernels::matmul_panels(*w.panel, af, act, act_stride, info, n_rows, y, w.n_out, o0, o1);
+    size_t tiles[kMaxMany], first_task[kMaxMany + 1] = {0};
+    for (size_t i = 0; i < n; ++i) {
+      tiles[i] = column_tile(ws[i]->n_out);
+      first_task[i + 1] = first_task[i] + (ws[i]->n_out + tiles[i] - 1) / tiles[i];
+    }
+    pool_.parallel_for(first_task[n], [&](size_t t, int) {
+      size_t i = 0;
+      while (t >= first_task[i + 1]) ++i;
+      const Matrix& w = *ws[i];
+      const size_t o0 = (t - first_task[i]) * tiles[i], o1 = std::min(w.n_out, o0 + tiles[i]);
+      kernels::matmul_panels(*w.panel, af, act, act_stride, info, n_rows, ys[i], w.n_out, o0, o1);
     });
   }
 
@@ -124,6 +146,7 @@ class CpuBackend final : public RowOpsBackend {
  private:
   ThreadPool& pool_;
   BackendOptions opts_;
+  static constexpr size_t kMaxMany = 4;
   std::vector<uint8_t> act_buf_;
   std::vector<kernels::ActBlockInfo> info_buf_;
   std::vector<std::vector<float>> scratch_;

@@ -176,9 +176,20 @@ void rows(const Args& a, size_t p, size_t r_begin, size_t r_end) {
   }
 }
 
+// At most kMaxAcc (panel, row) pairs per q_tile: each needs an int32 and a float accumulator,
+// and both sets must stay in the 32 vector registers. Wider tiles run as several narrower ones
+// (outputs are the same either way).
+constexpr int kMaxAcc = 16;
 template <class W, int C, int R>
 struct QTile {
-  static void run(const Args& a, size_t p, size_t r) { q_tile<W, C, R>(a, p, r); }
+  static void run(const Args& a, size_t p, size_t r) {
+    if constexpr (C * R > kMaxAcc && C > 1) {
+      QTile<W, C / 2, R>::run(a, p, r);
+      QTile<W, C - C / 2, R>::run(a, p + C / 2, r);
+    } else {
+      q_tile<W, C, R>(a, p, r);
+    }
+  }
 };
 template <class W, int C, int R>
 struct FTile {
@@ -202,6 +213,21 @@ void tile_loop(const Args& a, size_t p_begin, size_t p_end, size_t n_rows) {
 }
 
 }  // namespace
+
+void act_block_info_avx512(const uint8_t* row, size_t nb, ActBlockInfo* info) {
+  // sum(q) = sum(q + 128) - 32 * 128, the biased bytes summed by vpsadbw against zero.
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (size_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = row + b * sizeof(BlockQ8_0);
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+    const __m256i s4 = _mm256_sad_epu8(_mm256_xor_si256(q, flip), _mm256_setzero_si256());
+    const __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(s4), _mm256_extracti128_si256(s4, 1));
+    const int32_t sum = _mm_cvtsi128_si32(_mm_add_epi64(s2, _mm_unpackhi_epi64(s2, s2))) - 4096;
+    uint16_t d;
+    std::memcpy(&d, blk, 2);
+    info[b] = {_cvtsh_ss(d), -128 * sum};
+  }
+}
 
 void matmul_panels_avx512(const PanelMatrix& w, ActFormat af, const void* act, size_t act_stride,
                           const ActBlockInfo* info, size_t n_rows, float* y, size_t ldy,

@@ -163,6 +163,7 @@ void unpack_panel_row(const PanelMatrix& w, size_t o, void* dst) {
 
 void act_block_info(const void* q8_0_row, size_t n, ActBlockInfo* info) {
   const auto* p = static_cast<const uint8_t*>(q8_0_row);
+  if (active_isa() == Isa::avx512) return detail::act_block_info_avx512(p, n / kQBlock, info);
   for (size_t b = 0; b < n / kQBlock; ++b) {
     BlockQ8_0 blk;
     std::memcpy(&blk, p + b * sizeof blk, sizeof blk);

@@ -76,6 +76,7 @@ void matmul_panels(const PanelMatrix& w, ActFormat af, const void* act, size_t a
 void unpack_panel_row(const PanelMatrix& w, size_t o, void* dst);
 
 namespace detail {
+void act_block_info_avx512(const uint8_t* row, size_t nb, ActBlockInfo* info);
 void matmul_panels_avx512(const PanelMatrix& w, ActFormat af, const void* act, size_t act_stride,
                           const ActBlockInfo* info, size_t n_rows, float* y, size_t ldy,
                           size_t o_begin, size_t o_end);

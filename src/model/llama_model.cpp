@@ -155,9 +155,11 @@ void LlamaModel::forward(Backend& be, const ForwardBatch& batch, KvCache& kv, fl
   for (size_t l = 0; l < layers_.size(); ++l) {
     const LayerWeights& w = layers_[l];
     be.rmsnorm(x_.data(), w.attn_norm.data(), n, dim, cfg_.rms_eps, xn_.data());
-    be.matmul(w.wq, xn_.data(), n, q_.data());
-    be.matmul(w.wk, xn_.data(), n, k_.data());
-    be.matmul(w.wv, xn_.data(), n, v_.data());
+    {
+      const Matrix* ws[] = {&w.wq, &w.wk, &w.wv};
+      float* ys[] = {q_.data(), k_.data(), v_.data()};
+      be.matmul_many(ws, ys, 3, xn_.data(), n);
+    }
     be.rope(q_.data(), n, static_cast<size_t>(cfg_.n_heads), hd, static_cast<size_t>(cfg_.rope_dim),
             batch.positions.data(), inv_freq_.data());
     be.rope(k_.data(), n, static_cast<size_t>(cfg_.n_kv_heads), hd,
@@ -185,8 +187,11 @@ void LlamaModel::forward(Backend& be, const ForwardBatch& batch, KvCache& kv, fl
     for (size_t i = 0; i < n * dim; ++i) x_[i] += proj_[i];
 
     be.rmsnorm(x_.data(), w.ffn_norm.data(), n, dim, cfg_.rms_eps, xn_.data());
-    be.matmul(w.w_gate, xn_.data(), n, gate_.data());
-    be.matmul(w.w_up, xn_.data(), n, up_.data());
+    {
+      const Matrix* ws[] = {&w.w_gate, &w.w_up};
+      float* ys[] = {gate_.data(), up_.data()};
+      be.matmul_many(ws, ys, 2, xn_.data(), n);
+    }
     be.swiglu(gate_.data(), up_.data(), n * ffn, hidden_.data());
     be.matmul(w.w_down, hidden_.data(), n, proj_.data());
     for (size_t i = 0; i < n * dim; ++i) x_[i] += proj_[i];
