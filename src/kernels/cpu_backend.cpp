@@ -89,7 +89,7 @@ class CpuBackend final : public RowOpsBackend {
     }
     size_t tiles[kMaxMany], first_task[kMaxMany + 1] = {0};
     for (size_t i = 0; i < n; ++i) {
-      tiles[i] = column_tile(ws[i]->n_out);
+      tiles[i] = column_tile(ws[i]->n_out, kPanelTile);
       first_task[i + 1] = first_task[i] + (ws[i]->n_out + tiles[i] - 1) / tiles[i];
     }
     pool_.parallel_for(first_task[n], [&](size_t t, int) {
@@ -101,12 +101,35 @@ class CpuBackend final : public RowOpsBackend {
     });
   }
 
-  // Enough column tiles that both cores finish together even if one is slowed down; whole
-  // panels of 16 rows.
-  size_t column_tile(size_t n_out) const {
+  // Enough column tiles that both cores finish together even if one is slowed down, each a
+  // multiple of `unit` rows (the kernels' widest tile, so no task ends in narrow leftovers).
+  size_t column_tile(size_t n_out, size_t unit = 16) const {
     const size_t threads = static_cast<size_t>(pool_.size());
     const size_t tile = (n_out + threads * 8 - 1) / (threads * 8);
-    return std::max<size_t>(kernels::kPanelRows, (tile + 15) / 16 * 16);
+    return std::max(unit, (tile + unit - 1) / unit * unit);
+  }
+  static constexpr size_t kPanelTile = 4 * kernels::kPanelRows;
+
+  // Row-wise ops over the pool: rows are independent and each is reduced in its fixed order;
+  // SwiGLU is elementwise, so any split gives the same values.
+  void rmsnorm(const float* x, const float* weight, size_t n_rows, size_t dim, float eps,
+               float* y) override {
+    pool_.parallel_for(n_rows, [&](size_t r, int) {
+      kernels::rmsnorm_row(x + r * dim, weight, dim, eps, y + r * dim);
+    });
+  }
+  void rope(float* x, size_t n_rows, size_t n_heads, size_t head_dim, size_t rope_dim,
+            const int32_t* pos, const float* inv_freq) override {
+    pool_.parallel_for(n_rows, [&](size_t r, int) {
+      kernels::rope_row(x + r * n_heads * head_dim, n_heads, head_dim, rope_dim, pos[r], inv_freq);
+    });
+  }
+  void swiglu(const float* gate, const float* up, size_t n, float* out) override {
+    constexpr size_t kChunk = 1024;
+    pool_.parallel_for((n + kChunk - 1) / kChunk, [&](size_t c, int) {
+      const size_t i = c * kChunk;
+      kernels::swiglu(gate + i, up + i, std::min(kChunk, n - i), out + i);
+    });
   }
 
   void attention(const AttentionArgs& a) override {
