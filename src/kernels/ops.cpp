@@ -16,12 +16,14 @@ namespace attention_avx2 {
 void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_t kv_offset,
                  size_t head_dim, const int32_t* block_table, const int32_t* n_ctx, float scale,
                  float* scratch, float* const* out);
-}
+void exp_lanes(const float* x, size_t n, float* y);
+}  // namespace attention_avx2
 namespace attention_avx512 {
 void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_t kv_offset,
                  size_t head_dim, const int32_t* block_table, const int32_t* n_ctx, float scale,
                  float* scratch, float* const* out);
-}
+void exp_lanes(const float* x, size_t n, float* y);
+}  // namespace attention_avx512
 
 void rmsnorm_row(const float* x, const float* weight, size_t dim, float eps, float* y) {
   double ss = 0;
@@ -72,6 +74,17 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
     default:
       return attention_generic::attend_tile(q, n_q, kv, kv_offset, head_dim, block_table, n_ctx,
                                             scale, scratch, out);
+  }
+}
+
+void softmax_exp(const float* x, size_t n, float* y) {
+  switch (active_isa()) {
+    case Isa::avx512:
+      return attention_avx512::exp_lanes(x, n, y);
+    case Isa::avx2:
+      return attention_avx2::exp_lanes(x, n, y);
+    default:
+      return attention_generic::exp_lanes(x, n, y);
   }
 }
 

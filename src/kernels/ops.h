@@ -17,8 +17,8 @@ void swiglu(const float* gate, const float* up, size_t n, float* out);
 // Queries attended together by attend_tile, and the scratch floats it needs.
 inline constexpr size_t kAttentionTile = 16;
 inline size_t attention_scratch_floats(size_t block_size, size_t head_dim) {
-  return head_dim + 2 * kAttentionTile + kAttentionTile * block_size + block_size * head_dim +
-         block_size;
+  return 16 + 2 * kAttentionTile * head_dim + 2 * kAttentionTile + 2 * kAttentionTile * block_size +
+         block_size * head_dim;
 }
 
 // Attention of n_q <= kAttentionTile queries of one head, all of one sequence (query i sees
@@ -28,6 +28,9 @@ inline size_t attention_scratch_floats(size_t block_size, size_t head_dim) {
 void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_t kv_offset,
                  size_t head_dim, const int32_t* block_table, const int32_t* n_ctx, float scale,
                  float* scratch, float* const* out);
+// The exp attend_tile uses for its softmax weights, here for tests: within 1 ulp of exp on
+// [-87.33, 88.72], 0 below (exp(-inf) = 0), +inf above, and the same bits for every Isa.
+void softmax_exp(const float* x, size_t n, float* y);
 // One query: a tile of one.
 void attend_head(const float* q, const KvLayerView& kv, size_t kv_offset, size_t head_dim,
                  const int32_t* block_table, int32_t n_ctx, float scale, float* scratch,
