@@ -17,12 +17,14 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
                  size_t head_dim, const int32_t* block_table, const int32_t* n_ctx, float scale,
                  float* scratch, float* const* out);
 void exp_lanes(const float* x, size_t n, float* y);
+void swiglu_lanes(const float* gate, const float* up, size_t n, float* out);
 }  // namespace attention_avx2
 namespace attention_avx512 {
 void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_t kv_offset,
                  size_t head_dim, const int32_t* block_table, const int32_t* n_ctx, float scale,
                  float* scratch, float* const* out);
 void exp_lanes(const float* x, size_t n, float* y);
+void swiglu_lanes(const float* gate, const float* up, size_t n, float* out);
 }  // namespace attention_avx512
 
 void rmsnorm_row(const float* x, const float* weight, size_t dim, float eps, float* y) {
@@ -52,10 +54,16 @@ void rope_row(float* x, size_t n_heads, size_t head_dim, size_t rope_dim, int32_
   }
 }
 
+// SwiGLU through the attention's exp: bitwise the same on every ISA (the reference backend
+// shares it), and vectorized.
 void swiglu(const float* gate, const float* up, size_t n, float* out) {
-  for (size_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  switch (active_isa()) {
+    case Isa::avx512:
+      return attention_avx512::swiglu_lanes(gate, up, n, out);
+    case Isa::avx2:
+      return attention_avx2::swiglu_lanes(gate, up, n, out);
+    default:
+      return attention_generic::swiglu_lanes(gate, up, n, out);
   }
 }
 

@@ -474,6 +474,33 @@ void exp_lanes(const float* x, size_t n, float* y) {
   for (; i < n; ++i) y[i] = exp_lane(x[i]);
 }
 
+// out[i] = g / (1 + exp_lane(-g)) * up[i] with g = gate[i]: the same IEEE operations per
+// element in every lane width, so every ISA gives the same bits.
+void swiglu_lanes(const float* gate, const float* up, size_t n, float* out) {
+  size_t i = 0;
+#if defined(__AVX512F__)
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (; i + 16 <= n; i += 16) {
+    const __m512 g = _mm512_loadu_ps(gate + i);
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), g));
+    _mm512_storeu_ps(
+        out + i, _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(one, e)), _mm512_loadu_ps(up + i)));
+  }
+#elif defined(__AVX2__)
+  const __m256 one = _mm256_set1_ps(1.0f);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), g));
+    _mm256_storeu_ps(
+        out + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), _mm256_loadu_ps(up + i)));
+  }
+#endif
+  for (; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + exp_lane(0.0f - g)) * up[i];
+  }
+}
+
 // Up to kAttentionTile queries of one head of one sequence (consecutive positions of a prompt
 // chunk) share every K and V row they read. Each query's own operation sequence is exactly
 // the single-query one: same blocks, same order of scores, maxima, rescaling and sums. So a
