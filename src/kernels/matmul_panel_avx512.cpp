@@ -66,6 +66,8 @@ struct PQ4_0 {
   }
 };
 
+constexpr size_t kPrefetchBlocks = 8;
+
 template <class W, int C, int R>
 void q_tile(const Args& a, size_t p0, size_t r0) {
   const uint8_t* pw[C];
@@ -85,6 +87,14 @@ void q_tile(const Args& a, size_t p0, size_t r0) {
     for (auto& v : row) v = _mm512_setzero_ps();
   }
   for (size_t b = 0; b < a.nb; ++b) {
+    // Decode streams each panel once from DRAM; asking for the codes a few blocks ahead keeps
+    // more lines in flight than the hardware prefetchers do across page boundaries.
+    for (int c = 0; c < C; ++c) {
+      const uint8_t* ahead = pw[c] + (b + kPrefetchBlocks) * W::kCodeBytes;
+      for (size_t line = 0; line < W::kCodeBytes; line += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + line), _MM_HINT_T0);
+      }
+    }
     __m512i dot[R][C];
     for (int r = 0; r < R; ++r) {
       const __m512i bias = _mm512_set1_epi32(ir[r][b].bias);
