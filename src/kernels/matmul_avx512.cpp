@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "kernels/fp16.h"
+#include "kernels/hsum_avx512.h"
 #include "kernels/matmul_impl.h"
 #include "kernels/matmul_tiling.h"
 
@@ -30,14 +31,7 @@ inline uint32_t ld32(const uint8_t* p) {
   return v;
 }
 
-// (extractf32x8 for the low half: GCC 12 warns spuriously on _mm512_castps512_ps256 here.)
-inline float hsum(__m512 v) {
-  const __m256 s8 = _mm256_add_ps(_mm512_extractf32x8_ps(v, 0), _mm512_extractf32x8_ps(v, 1));
-  __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
-  return _mm_cvtss_f32(s4);
-}
+inline float hsum(__m512 v) { return hsum16(v); }
 
 // f16 scales a, b -> [a x8, b x8] (broadcast, masked broadcast, convert).
 inline __m512 scale_pair(uint16_t a, uint16_t b) {
