@@ -189,11 +189,11 @@ void rows(const Args& a, size_t p, size_t r_begin, size_t r_end) {
 // At most kMaxAcc (panel, row) pairs per q_tile: each needs an int32 and a float accumulator,
 // and both sets must stay in the 32 vector registers. Wider tiles run as several narrower ones
 // (outputs are the same either way).
-constexpr int kMaxAcc = 16;
+constexpr int kMaxAcc = 8;
 template <class W, int C, int R>
 struct QTile {
   static void run(const Args& a, size_t p, size_t r) {
-    if constexpr (C * R > kMaxAcc && C > 1) {
+    if constexpr (C * R > kMaxAcc && R <= 4 && C > 1) {
       QTile<W, C / 2, R>::run(a, p, r);
       QTile<W, C - C / 2, R>::run(a, p + C / 2, r);
     } else {
