@@ -92,7 +92,8 @@ class Bench {
   std::mt19937_64 rng_{42};
 };
 
-// A process that keeps one core busy, to see how lift shares a machine.
+// A process that keeps one core busy, to see how lift shares a machine. (Forked while the
+// pool's threads exist: the child only spins, touching no lock or allocator.)
 struct Contender {
   pid_t pid = -1;
   explicit Contender(int n) {
@@ -112,7 +113,6 @@ struct Contender {
 };
 
 int run_model_bench(const ModelBenchOptions& o) {
-  Contender contender(o.contend);  // before any thread exists
   auto model = LlamaModel::load(o.model);
   const ModelConfig& cfg = model->config();
   ThreadPool pool(o.threads);
@@ -141,21 +141,30 @@ int run_model_bench(const ModelBenchOptions& o) {
   const bool int8_path = !o.exact_activations && wtype != GgmlType::F32 && wtype != GgmlType::F16 &&
                          wtype != GgmlType::BF16;
 
-  std::vector<double> pp, tg;
-  for (int r = 0; r < o.reps; ++r) {
-    Bench b(*model, *be, 1, static_cast<size_t>(std::max(o.prompt, o.gen)), kv_type);
-    const auto t0 = Clock::now();
-    b.step(1, 0, o.prompt);
-    pp.push_back(o.prompt / secs(Clock::now() - t0));
-  }
   size_t kv_per_token = 0;
-  for (int r = 0; r < o.reps; ++r) {
-    Bench b(*model, *be, 1, static_cast<size_t>(o.gen), kv_type);
-    kv_per_token = b.kv_bytes_per_token();
-    const auto t0 = Clock::now();
-    for (int i = 0; i < o.gen; ++i) b.step(1, i, 1);
-    tg.push_back(o.gen / secs(Clock::now() - t0));
-  }
+  auto measure = [&](std::vector<double>& pp, std::vector<double>& tg) {
+    for (int r = 0; r < o.reps; ++r) {
+      Bench b(*model, *be, 1, static_cast<size_t>(std::max(o.prompt, o.gen)), kv_type);
+      const auto t0 = Clock::now();
+      b.step(1, 0, o.prompt);
+      pp.push_back(o.prompt / secs(Clock::now() - t0));
+    }
+    for (int r = 0; r < o.reps; ++r) {
+      Bench b(*model, *be, 1, static_cast<size_t>(o.gen), kv_type);
+      kv_per_token = b.kv_bytes_per_token();
+      const auto t0 = Clock::now();
+      for (int i = 0; i < o.gen; ++i) b.step(1, i, 1);
+      tg.push_back(o.gen / secs(Clock::now() - t0));
+    }
+  };
+  // With --contend, the same measurements first on a quiet machine, then with one core kept
+  // busy: the ratio is taken within this run.
+  std::vector<double> pp, tg, pp_quiet, tg_quiet;
+  if (o.contend > 0) measure(pp_quiet, tg_quiet);
+  std::unique_ptr<Contender> contender;
+  if (o.contend > 0) contender = std::make_unique<Contender>(o.contend);
+  measure(pp, tg);
+  contender.reset();
   nlohmann::json j = {{"model", o.model},
                       {"threads", pool.size()},
                       {"isa", std::string(kernels::isa_name(kernels::active_isa()))},
@@ -170,6 +179,15 @@ int run_model_bench(const ModelBenchOptions& o) {
   std::printf("tg%-4d %9.1f t/s  (min %.1f, max %.1f)\n", o.gen, ts.median, ts.min, ts.max);
   j["pp"] = {{"tokens", o.prompt}, {"median", ps.median}, {"min", ps.min}, {"max", ps.max}};
   j["tg"] = {{"tokens", o.gen}, {"median", ts.median}, {"min", ts.min}, {"max", ts.max}};
+  if (o.contend > 0) {
+    const Stats pq = stats(pp_quiet), tq = stats(tg_quiet);
+    std::printf(
+        "uncontended in this run: pp %.1f t/s, tg %.1f t/s; contended tg is %.0f%% of it, "
+        "pp %.0f%%\n",
+        pq.median, tq.median, 100.0 * ts.median / tq.median, 100.0 * ps.median / pq.median);
+    j["uncontended"] = {{"pp_median", pq.median}, {"tg_median", tq.median}};
+    j["tg_pct_of_uncontended"] = 100.0 * ts.median / tq.median;
+  }
 
   for (int bsz : o.batch) {
     Bench b(*model, *be, static_cast<size_t>(bsz), 16 + 32, kv_type);
