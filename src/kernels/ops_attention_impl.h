@@ -162,27 +162,28 @@ inline float max16(float* v) {
 
 // Dot product with 16 independent partial sums combined in a fixed tree: the compiler maps
 // the lanes onto vector registers without reassociating, so every ISA rounds identically.
+// Products are accumulated with fused multiply-adds: one correctly rounded operation, the same
+// in hardware and in std::fma, so the scalar path keeps the vector paths' bits.
 #if defined(__AVX512F__)
 // The same lanes and the same combining tree as the portable version below, spelled out:
-// lane j sums a[i] * b[i] for i = j mod 16 (a masked add for the tail), then lanes j and
+// lane j is fma(a[i], b[i], lane j) for i = j mod 16 (masked for the tail), then lanes j and
 // j + w are added for w = 8, 4, 2, 1.
 inline float dot16(const float* a, const float* b, size_t n) {
   __m512 acc = _mm512_setzero_ps();
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i)));
+    acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc);
   }
   if (i < n) {
     const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
-    acc = _mm512_mask_add_ps(
-        acc, m, acc,
-        _mm512_mul_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i)));
+    acc = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i),
+                                acc, m);
   }
   return sum16(acc);
 }
 
-// For each of Q queries: o[d] = o[d] * c + p[0] * v_0[d] + ... + p[len-1] * v_{len-1}[d], left
-// to right (v_j at v + j * stride), its own weights, row count, correction and output. Per
+// For each of Q queries: o[d] = o[d] * c, then o[d] = fma(p[j], v_j[d], o[d]) for j = 0, 1, ...
+// left to right (v_j at v + j * stride), its own weights, row count, correction and output. Per
 // element the same sequence as the portable loop; the queries share every load of V, and
 // with four vectors per query there are 4Q independent chains of adds: Q = 4 keeps both
 // floating-point ports busy, fewer leave them waiting on the adds' latency.
@@ -209,8 +210,7 @@ inline void accumulate_rows(const float* const* p, const size_t* len, const floa
       for (size_t t = 0; t < Q; ++t) w[t] = _mm512_set1_ps(p[t][j]);
       for (size_t u = 0; u < 4; ++u) {
         const __m512 vv = _mm512_maskz_loadu_ps(m[u], v + j * stride + d + 16 * u);
-        for (size_t t = 0; t < Q; ++t)
-          acc[t][u] = _mm512_add_ps(acc[t][u], _mm512_mul_ps(w[t], vv));
+        for (size_t t = 0; t < Q; ++t) acc[t][u] = _mm512_fmadd_ps(w[t], vv, acc[t][u]);
       }
     }
     // Unrolled so that acc stays in registers.
@@ -219,9 +219,8 @@ inline void accumulate_rows(const float* const* p, const size_t* len, const floa
       for (size_t j = all; j < len[t]; ++j) {
         const __m512 w = _mm512_set1_ps(p[t][j]);
         for (size_t u = 0; u < 4; ++u) {
-          acc[t][u] = _mm512_add_ps(
-              acc[t][u],
-              _mm512_mul_ps(w, _mm512_maskz_loadu_ps(m[u], v + j * stride + d + 16 * u)));
+          acc[t][u] = _mm512_fmadd_ps(w, _mm512_maskz_loadu_ps(m[u], v + j * stride + d + 16 * u),
+                                      acc[t][u]);
         }
       }
     }
@@ -249,15 +248,14 @@ template <bool kFull, size_t kN>
   for (; i + 16 <= n; i += 16) {
     const __m512 qv = _mm512_loadu_ps(q + i);
     for (size_t j = 0; j < 16; ++j) {
-      acc[j] = _mm512_add_ps(acc[j], _mm512_mul_ps(qv, _mm512_loadu_ps(row(j) + i)));
+      acc[j] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(row(j) + i), acc[j]);
     }
   }
   if (i < n) {
     const __mmask16 tail = static_cast<__mmask16>((1u << (n - i)) - 1);
     const __m512 qv = _mm512_maskz_loadu_ps(tail, q + i);
     for (size_t j = 0; j < 16; ++j) {
-      acc[j] = _mm512_mask_add_ps(acc[j], tail, acc[j],
-                                  _mm512_mul_ps(qv, _mm512_maskz_loadu_ps(tail, row(j) + i)));
+      acc[j] = _mm512_mask3_fmadd_ps(qv, _mm512_maskz_loadu_ps(tail, row(j) + i), acc[j], tail);
     }
   }
 }
@@ -311,9 +309,9 @@ inline float dot16(const float* a, const float* b, size_t n) {
   float acc[16] = {};
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    for (int j = 0; j < 16; ++j) acc[j] += a[i + j] * b[i + j];
+    for (int j = 0; j < 16; ++j) acc[j] = std::fma(a[i + j], b[i + j], acc[j]);
   }
-  for (int j = 0; i < n; ++i, ++j) acc[j] += a[i] * b[i];
+  for (int j = 0; i < n; ++i, ++j) acc[j] = std::fma(a[i], b[i], acc[j]);
   for (int w = 8; w >= 1; w /= 2) {
     for (int j = 0; j < w; ++j) acc[j] += acc[j + w];
   }
@@ -336,7 +334,7 @@ inline void accumulate_rows(const float* const* p, const size_t* len, const floa
     for (size_t j = 0; j < len[t]; ++j) {
       const float pj = p[t][j];
       const float* vj = v + j * stride;
-      for (size_t d = 0; d < n; ++d) ot[d] += pj * vj[d];
+      for (size_t d = 0; d < n; ++d) ot[d] = std::fma(pj, vj[d], ot[d]);
     }
   }
 }
