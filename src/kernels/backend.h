@@ -69,9 +69,10 @@ class Backend {
   virtual void get_rows(const Matrix& table, const int32_t* ids, size_t n, float* out) = 0;
   virtual void rmsnorm(const float* x, const float* weight, size_t n_rows, size_t dim, float eps,
                        float* y) = 0;
-  // Rotates adjacent pairs of the first rope_dim dims of each head by pos * inv_freq[i].
+  // Rotates adjacent pairs of the first rope_dim dims of each head of row r by the angles whose
+  // cos, sin are cs[r * rope_dim + 2i], cs[r * rope_dim + 2i + 1] (kernels::rope_table).
   virtual void rope(float* x, size_t n_rows, size_t n_heads, size_t head_dim, size_t rope_dim,
-                    const int32_t* pos, const float* inv_freq) = 0;
+                    const float* cs) = 0;
   // out[i] = silu(gate[i]) * up[i]
   virtual void swiglu(const float* gate, const float* up, size_t n, float* out) = 0;
   virtual void attention(const AttentionArgs& a) = 0;

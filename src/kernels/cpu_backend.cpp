@@ -119,9 +119,9 @@ class CpuBackend final : public RowOpsBackend {
     });
   }
   void rope(float* x, size_t n_rows, size_t n_heads, size_t head_dim, size_t rope_dim,
-            const int32_t* pos, const float* inv_freq) override {
+            const float* cs) override {
     pool_.parallel_for(n_rows, [&](size_t r, int) {
-      kernels::rope_row(x + r * n_heads * head_dim, n_heads, head_dim, rope_dim, pos[r], inv_freq);
+      kernels::rope_row(x + r * n_heads * head_dim, n_heads, head_dim, rope_dim, cs + r * rope_dim);
     });
   }
   void swiglu(const float* gate, const float* up, size_t n, float* out) override {

@@ -34,22 +34,22 @@ void rmsnorm_row(const float* x, const float* weight, size_t dim, float eps, flo
   for (size_t i = 0; i < dim; ++i) y[i] = x[i] * scale * weight[i];
 }
 
-void rope_row(float* x, size_t n_heads, size_t head_dim, size_t rope_dim, int32_t pos,
-              const float* inv_freq) {
-  constexpr size_t kMaxPairs = 512;
-  float c[kMaxPairs], s[kMaxPairs];
-  const size_t pairs = std::min(rope_dim / 2, kMaxPairs);
-  for (size_t i = 0; i < pairs; ++i) {
+void rope_table(int32_t pos, size_t rope_dim, const float* inv_freq, float* cs) {
+  for (size_t i = 0; i < rope_dim / 2; ++i) {
     const double theta = static_cast<double>(pos) * inv_freq[i];
-    c[i] = static_cast<float>(std::cos(theta));
-    s[i] = static_cast<float>(std::sin(theta));
+    cs[2 * i] = static_cast<float>(std::cos(theta));
+    cs[2 * i + 1] = static_cast<float>(std::sin(theta));
   }
+}
+
+void rope_row(float* x, size_t n_heads, size_t head_dim, size_t rope_dim, const float* cs) {
+  const size_t pairs = rope_dim / 2;
   for (size_t h = 0; h < n_heads; ++h) {
     float* v = x + h * head_dim;
     for (size_t i = 0; i < pairs; ++i) {
-      const float a = v[2 * i], b = v[2 * i + 1];
-      v[2 * i] = a * c[i] - b * s[i];
-      v[2 * i + 1] = a * s[i] + b * c[i];
+      const float a = v[2 * i], b = v[2 * i + 1], c = cs[2 * i], s = cs[2 * i + 1];
+      v[2 * i] = a * c - b * s;
+      v[2 * i + 1] = a * s + b * c;
     }
   }
 }

@@ -10,8 +10,11 @@
 namespace lift::kernels {
 
 void rmsnorm_row(const float* x, const float* weight, size_t dim, float eps, float* y);
-void rope_row(float* x, size_t n_heads, size_t head_dim, size_t rope_dim, int32_t pos,
-              const float* inv_freq);
+// cs[2i], cs[2i + 1] = cos, sin of pos * inv_freq[i] for the rope_dim / 2 rotated pairs
+// (computed in double, rounded once): one table per token serves every layer and head.
+void rope_table(int32_t pos, size_t rope_dim, const float* inv_freq, float* cs);
+// Rotates adjacent pairs of the first rope_dim dims of each head by the token's table.
+void rope_row(float* x, size_t n_heads, size_t head_dim, size_t rope_dim, const float* cs);
 void swiglu(const float* gate, const float* up, size_t n, float* out);
 
 // Queries attended together by attend_tile, and the scratch floats it needs.

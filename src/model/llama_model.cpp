@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/dequant.h"
+#include "kernels/ops.h"
 #include "util/error.h"
 
 namespace lift {
@@ -126,6 +127,7 @@ void LlamaModel::ensure_workspace(size_t n) {
   up_.resize(n * ffn);
   hidden_.resize(n * ffn);
   n_ctx_.resize(n);
+  rope_cs_.resize(n * static_cast<size_t>(cfg_.rope_dim));
   capacity_ = n;
 }
 
@@ -150,6 +152,11 @@ void LlamaModel::forward(Backend& be, const ForwardBatch& batch, KvCache& kv, fl
   const size_t ffn = static_cast<size_t>(cfg_.ffn_dim), hd = static_cast<size_t>(cfg_.head_dim);
   const size_t bs = kv.block_size();
   for (size_t i = 0; i < n; ++i) n_ctx_[i] = batch.positions[i] + 1;
+  // Rotation angles depend only on the position: once per token, not per layer.
+  const size_t rope_dim = static_cast<size_t>(cfg_.rope_dim);
+  for (size_t i = 0; i < n; ++i) {
+    kernels::rope_table(batch.positions[i], rope_dim, inv_freq_.data(), &rope_cs_[i * rope_dim]);
+  }
 
   be.get_rows(token_embd_, batch.tokens.data(), n, x_.data());
   for (size_t l = 0; l < layers_.size(); ++l) {
@@ -160,10 +167,8 @@ void LlamaModel::forward(Backend& be, const ForwardBatch& batch, KvCache& kv, fl
       float* ys[] = {q_.data(), k_.data(), v_.data()};
       be.matmul_many(ws, ys, 3, xn_.data(), n);
     }
-    be.rope(q_.data(), n, static_cast<size_t>(cfg_.n_heads), hd, static_cast<size_t>(cfg_.rope_dim),
-            batch.positions.data(), inv_freq_.data());
-    be.rope(k_.data(), n, static_cast<size_t>(cfg_.n_kv_heads), hd,
-            static_cast<size_t>(cfg_.rope_dim), batch.positions.data(), inv_freq_.data());
+    be.rope(q_.data(), n, static_cast<size_t>(cfg_.n_heads), hd, rope_dim, rope_cs_.data());
+    be.rope(k_.data(), n, static_cast<size_t>(cfg_.n_kv_heads), hd, rope_dim, rope_cs_.data());
     // All of the batch's K/V go into the cache first; each token then attends to its own
     // sequence up to its own position, which makes attention causal within a prompt chunk.
     for (size_t i = 0; i < n; ++i) {

@@ -57,6 +57,7 @@ class LlamaModel {
   size_t capacity_ = 0;
   std::vector<float> x_, xn_, q_, k_, v_, att_, proj_, gate_, up_, hidden_;
   std::vector<int32_t> n_ctx_;
+  std::vector<float> rope_cs_;  // per token: cos, sin of each rotated pair
 };
 
 }  // namespace lift
