@@ -1,0 +1,148 @@
+// The kernels besides matmul, single-threaded: paged attention (decode: one query, reported as
+// K/V bytes read per second; prefill: 16-query tiles of a causal prompt, reported as FLOP/s
+// with QK and PV counted as 2 flops per multiply-add), activation quantization and SwiGLU
+// (bytes of f32 input per second).
+//   lift_kernel_bench --benchmark_filter='attention/'
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/act_quant.h"
+#include "kernels/backend.h"
+#include "kernels/fp16.h"
+#include "kernels/ops.h"
+
+namespace lift::kernels {
+namespace {
+
+constexpr size_t kHeadDim = 64, kKvHeads = 4, kBlock = 16;
+
+// One layer's paged K/V for a sequence of n_ctx positions, blocks in reverse order (as a busy
+// pool would place them), in F32 or F16.
+struct Cache {
+  GgmlType type;
+  std::vector<float> k32, v32;
+  std::vector<uint16_t> k16, v16;
+  std::vector<int32_t> table;
+
+  Cache(GgmlType t, size_t n_ctx) : type(t) {
+    const size_t n_blocks = (n_ctx + kBlock - 1) / kBlock;
+    const size_t n = n_blocks * kBlock * kHeadDim * kKvHeads;
+    std::mt19937 rng(3);
+    std::normal_distribution<float> d;
+    k32.resize(n);
+    v32.resize(n);
+    for (auto& x : k32) x = d(rng);
+    for (auto& x : v32) x = d(rng);
+    for (float x : k32) k16.push_back(f32_to_f16(x));
+    for (float x : v32) v16.push_back(f32_to_f16(x));
+    for (size_t b = 0; b < n_blocks; ++b) table.push_back(static_cast<int32_t>(n_blocks - 1 - b));
+  }
+  KvLayerView view() const {
+    const size_t kv_dim = kHeadDim * kKvHeads;
+    if (type == GgmlType::F16) return {type, k16.data(), v16.data(), kv_dim, kBlock};
+    return {type, k32.data(), v32.data(), kv_dim, kBlock};
+  }
+};
+
+std::vector<float> randn(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d;
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+void bm_attention_decode(benchmark::State& state, GgmlType t, size_t n_ctx) {
+  const Cache cache(t, n_ctx);
+  const auto q = randn(kHeadDim, 5);
+  std::vector<float> out(kHeadDim), scratch(attention_scratch_floats(kBlock, kHeadDim));
+  for (auto _ : state) {
+    attend_head(q.data(), cache.view(), 0, kHeadDim, cache.table.data(),
+                static_cast<int32_t>(n_ctx), 0.125f, scratch.data(), out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  const double bytes = 2.0 * static_cast<double>(n_ctx * kHeadDim) * (t == GgmlType::F16 ? 2 : 4);
+  state.counters["kv_B/s"] = benchmark::Counter(bytes * static_cast<double>(state.iterations()),
+                                                benchmark::Counter::kIsRate);
+}
+
+// Every query of an n_ctx-token prompt, in tiles of kAttentionTile consecutive positions.
+void bm_attention_prefill(benchmark::State& state, GgmlType t, size_t n_ctx) {
+  const Cache cache(t, n_ctx);
+  const auto q = randn(n_ctx * kHeadDim, 6);
+  std::vector<float> out(n_ctx * kHeadDim), scratch(attention_scratch_floats(kBlock, kHeadDim));
+  std::vector<int32_t> n_of(n_ctx);
+  for (size_t i = 0; i < n_ctx; ++i) n_of[i] = static_cast<int32_t>(i + 1);
+  for (auto _ : state) {
+    for (size_t t0 = 0; t0 < n_ctx; t0 += kAttentionTile) {
+      const float* qp[kAttentionTile];
+      float* op[kAttentionTile];
+      const size_t n_q = std::min(kAttentionTile, n_ctx - t0);
+      for (size_t i = 0; i < n_q; ++i) {
+        qp[i] = q.data() + (t0 + i) * kHeadDim;
+        op[i] = out.data() + (t0 + i) * kHeadDim;
+      }
+      attend_tile(qp, n_q, cache.view(), 0, kHeadDim, cache.table.data(), n_of.data() + t0, 0.125f,
+                  scratch.data(), op);
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  // Causal: query i sees i + 1 positions; QK and PV are head_dim multiply-adds per position.
+  const double ctx = static_cast<double>(n_ctx);
+  const double macs = 2.0 * kHeadDim * ctx * (ctx + 1) / 2.0;
+  state.counters["FLOP/s"] = benchmark::Counter(
+      2.0 * macs * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+
+void bm_quantize(benchmark::State& state, size_t n) {
+  const auto x = randn(n, 7);
+  std::vector<uint8_t> out(act_row_bytes(ActFormat::q8_0, n));
+  for (auto _ : state) {
+    quantize_activation_row(ActFormat::q8_0, x.data(), n, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["in_B/s"] =
+      benchmark::Counter(4.0 * static_cast<double>(n) * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate);
+}
+
+void bm_swiglu(benchmark::State& state, size_t n) {
+  const auto g = randn(n, 8), u = randn(n, 9);
+  std::vector<float> out(n);
+  for (auto _ : state) {
+    swiglu(g.data(), u.data(), n, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["in_B/s"] =
+      benchmark::Counter(8.0 * static_cast<double>(n) * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate);
+}
+
+int register_all() {
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16}) {
+    const std::string type(ggml_type_name(t));
+    for (size_t n_ctx : {512u, 4096u}) {
+      benchmark::RegisterBenchmark(
+          ("attention/decode/" + type + "/" + std::to_string(n_ctx)).c_str(), bm_attention_decode,
+          t, n_ctx)
+          ->Unit(benchmark::kMicrosecond);
+    }
+    benchmark::RegisterBenchmark(("attention/prefill/" + type + "/512").c_str(),
+                                 bm_attention_prefill, t, size_t{512})
+        ->Unit(benchmark::kMicrosecond);
+  }
+  benchmark::RegisterBenchmark("act_quant/q8_0/5632", bm_quantize, size_t{5632})
+      ->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("swiglu/5632", bm_swiglu, size_t{5632})
+      ->Unit(benchmark::kMicrosecond);
+  return 0;
+}
+
+const int registered = register_all();
+
+}  // namespace
+}  // namespace lift::kernels
