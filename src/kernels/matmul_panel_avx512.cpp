@@ -94,6 +94,9 @@ void q_tile(const Args& a, size_t p0, size_t r0) {
       for (size_t line = 0; line < W::kCodeBytes; line += 64) {
         _mm_prefetch(reinterpret_cast<const char*>(ahead + line), _MM_HINT_T0);
       }
+      // The scales' own stream: one line serves two blocks.
+      _mm_prefetch(reinterpret_cast<const char*>(ps[c] + (b + 2 * kPrefetchBlocks) * 32),
+                   _MM_HINT_T0);
     }
     __m512i dot[R][C];
     for (int r = 0; r < R; ++r) {
