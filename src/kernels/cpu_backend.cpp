@@ -151,8 +151,10 @@ class CpuBackend final : public RowOpsBackend {
     }
     const size_t group = a.n_heads / a.n_kv_heads;
     const size_t q_stride = a.n_heads * a.head_dim;
+    // Last tiles first: within a prompt chunk they see the most context, and handing out the
+    // longest tasks first leaves only short ones to even out the threads at the end.
     pool_.parallel_for(tiles_.size() * a.n_heads, [&](size_t task, int thread) {
-      const auto [t0, t1] = tiles_[task / a.n_heads];
+      const auto [t0, t1] = tiles_[tiles_.size() - 1 - task / a.n_heads];
       const size_t h = task % a.n_heads;
       const float* q[kernels::kAttentionTile];
       float* out[kernels::kAttentionTile];
