@@ -301,6 +301,14 @@ File File::open(const std::string& path) {
   return f;
 }
 
+void File::release(const void* p, size_t n) const {
+  if (!mapping_ || n == 0) return;
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t first = (begin + page - 1) / page * page, last = (begin + n) / page * page;
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 File File::parse(std::span<const uint8_t> bytes, std::string label) {
   File f;
   f.bytes_ = bytes;

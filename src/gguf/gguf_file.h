@@ -98,6 +98,10 @@ class File {
   std::optional<std::vector<int64_t>> get_int_array(std::string_view key) const;
 
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  // Tells the OS it may drop the mapped pages inside [p, p + n) (whole pages only): for data
+  // the caller has copied elsewhere. The bytes stay readable (they are read back from the file
+  // if touched again). No-op for parsed buffers.
+  void release(const void* p, size_t n) const;
   const TensorInfo* find_tensor(std::string_view name) const;
   // Throws lift::Error naming the tensor when it is absent.
   const TensorInfo& tensor(std::string_view name) const;

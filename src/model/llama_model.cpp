@@ -109,6 +109,9 @@ void LlamaModel::pack_weights() {
     if (!kernels::panel_supported(m->type)) continue;
     panels_.push_back(kernels::pack_panels(m->type, m->data, m->row_bytes, m->n_in, m->n_out));
     m->panel = &panels_.back();
+    // The panels are the copy products read; the file's pages need not stay resident (they
+    // come back from the file if a lookup or another backend reads the rows).
+    file_.release(m->data, m->n_out * m->row_bytes);
   }
 }
 
