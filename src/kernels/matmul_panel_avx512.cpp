@@ -189,9 +189,10 @@ void rows(const Args& a, size_t p, size_t r_begin, size_t r_end) {
   }
 }
 
-// At most kMaxAcc (panel, row) pairs per q_tile: each needs an int32 and a float accumulator,
-// and both sets must stay in the 32 vector registers. Wider tiles run as several narrower ones
-// (outputs are the same either way).
+// Decode tiles (R <= 4) hold at most kMaxAcc (panel, row) pairs: each needs an int32 and a
+// float accumulator, and both sets then fit the 32 vector registers; wider ones run as several
+// narrower ones (outputs are the same either way). The 2 x 8 prefill tile measured faster
+// whole, its float accumulators (touched once per block) spilling to L1.
 constexpr int kMaxAcc = 8;
 template <class W, int C, int R>
 struct QTile {
