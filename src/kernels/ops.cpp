@@ -28,10 +28,21 @@ void swiglu_lanes(const float* gate, const float* up, size_t n, float* out);
 }  // namespace attention_avx512
 
 void rmsnorm_row(const float* x, const float* weight, size_t dim, float eps, float* y) {
-  double ss = 0;
-  for (size_t i = 0; i < dim; ++i) ss += static_cast<double>(x[i]) * x[i];
+  // Eight independent double partial sums (lane j takes i = j mod 8), combined in a fixed
+  // tree: written lane-wise so the compiler vectorizes it without reassociating.
+  constexpr size_t kLanes = 8;
+  double lane[kLanes] = {};
+  size_t i = 0;
+  for (; i + kLanes <= dim; i += kLanes) {
+    for (size_t j = 0; j < kLanes; ++j) lane[j] += static_cast<double>(x[i + j]) * x[i + j];
+  }
+  for (size_t j = 0; i < dim; ++i, ++j) lane[j] += static_cast<double>(x[i]) * x[i];
+  for (size_t w = kLanes / 2; w >= 1; w /= 2) {
+    for (size_t j = 0; j < w; ++j) lane[j] += lane[j + w];
+  }
+  const double ss = lane[0];
   const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(dim) + eps));
-  for (size_t i = 0; i < dim; ++i) y[i] = x[i] * scale * weight[i];
+  for (size_t k = 0; k < dim; ++k) y[k] = x[k] * scale * weight[k];
 }
 
 void rope_table(int32_t pos, size_t rope_dim, const float* inv_freq, float* cs) {

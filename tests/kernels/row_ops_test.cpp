@@ -49,5 +49,26 @@ TEST(Swiglu, SameBitsOnEveryIsaAndCloseToDouble) {
   }
 }
 
+// RMSNorm against the formula in long double, for lengths with and without a tail of lanes.
+TEST(RmsNorm, MatchesFormula) {
+  std::mt19937 rng(6);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  for (size_t dim : {1u, 7u, 8u, 64u, 77u, 768u}) {
+    std::vector<float> x(dim), w(dim), y(dim);
+    for (size_t i = 0; i < dim; ++i) {
+      x[i] = nd(rng);
+      w[i] = nd(rng);
+    }
+    rmsnorm_row(x.data(), w.data(), dim, 1e-5f, y.data());
+    long double ss = 0;
+    for (float v : x) ss += static_cast<long double>(v) * v;
+    const long double scale = 1.0L / std::sqrt(ss / dim + 1e-5L);
+    for (size_t i = 0; i < dim; ++i) {
+      const double e = static_cast<double>(x[i] * scale * w[i]);
+      EXPECT_NEAR(y[i], e, 1e-6 * std::max(1.0, std::fabs(e))) << "dim " << dim << " i " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace lift::kernels
