@@ -76,7 +76,7 @@ void bm_matmul(benchmark::State& state, GgmlType wt, ActFormat af, Isa isa, bool
   }
   for (auto _ : state) {
     if (panels) {
-      matmul_panels(pm, af, act.data(), stride, info.data(), rows, y.data(), s.n_out, 0, s.n_out);
+      matmul_panels(pm, act.data(), stride, info.data(), rows, y.data(), s.n_out, 0, s.n_out);
     } else {
       matmul(wt, w.data(), row_bytes, s.n_in, af, act.data(), stride, rows, y.data(), s.n_out, 0,
              s.n_out);

@@ -26,67 +26,69 @@ class CpuBackend final : public RowOpsBackend {
 
   void matmul(const Matrix& w, const float* x, size_t n_rows, float* y) override {
     const kernels::ActFormat af = kernels::act_format(w.type, opts_.quantize_activations);
-    const bool quantized = af != kernels::ActFormat::f32;
-    if (w.panel != nullptr && quantized == kernels::is_quantized(w.type)) {
+    if (use_panel(w, af)) {
       const Matrix* ws[] = {&w};
       float* ys[] = {y};
       return matmul_panels(ws, ys, 1, af, x, n_rows);
     }
-    const void* act = x;
-    size_t act_stride = w.n_in * sizeof(float);
-    if (af != kernels::ActFormat::f32) {
-      act_stride = kernels::act_row_bytes(af, w.n_in);
-      if (act_buf_.size() < act_stride * n_rows) act_buf_.resize(act_stride * n_rows);
-      uint8_t* buf = act_buf_.data();
-      pool_.parallel_for(n_rows, [&](size_t r, int) {
-        kernels::quantize_activation_row(af, x + r * w.n_in, w.n_in, buf + r * act_stride);
-      });
-      act = buf;
-    }
+    const Activations a = prepare(af, x, w.n_in, n_rows, false);
     const size_t tile = column_tile(w.n_out);
     const size_t n_tasks = (w.n_out + tile - 1) / tile;
     pool_.parallel_for(n_tasks, [&](size_t t, int) {
       const size_t o0 = t * tile, o1 = std::min(w.n_out, o0 + tile);
-      kernels::matmul(w.type, w.data, w.row_bytes, w.n_in, af, act, act_stride, n_rows, y, w.n_out,
+      kernels::matmul(w.type, w.data, w.row_bytes, w.n_in, af, a.data, a.stride, n_rows, y, w.n_out,
                       o0, o1);
     });
   }
 
   void matmul_many(const Matrix* const* ws, float* const* ys, size_t n, const float* x,
                    size_t n_rows) override {
-    const Matrix& w0 = *ws[0];
-    const kernels::ActFormat af = kernels::act_format(w0.type, opts_.quantize_activations);
+    const kernels::ActFormat af = kernels::act_format(ws[0]->type, opts_.quantize_activations);
     bool together = n <= kMaxMany;
     for (size_t i = 0; i < n && together; ++i) {
-      together = ws[i]->panel != nullptr && ws[i]->type == w0.type && ws[i]->n_in == w0.n_in &&
-                 (af != kernels::ActFormat::f32) == kernels::is_quantized(w0.type);
+      together = ws[i]->n_in == ws[0]->n_in &&
+                 kernels::act_format(ws[i]->type, opts_.quantize_activations) == af &&
+                 use_panel(*ws[i], af);
     }
     if (!together) return Backend::matmul_many(ws, ys, n, x, n_rows);
     return matmul_panels(ws, ys, n, af, x, n_rows);
+  }
+
+ private:
+  // Whether w's product runs on its load-time panels: they exist, the active kernels have them
+  // (the Isa may have been lowered since loading), and the activation format is theirs.
+  static bool use_panel(const Matrix& w, kernels::ActFormat af) {
+    return w.panel != nullptr && kernels::panel_supported(w.type) &&
+           (af != kernels::ActFormat::f32) == kernels::is_quantized(w.type);
+  }
+
+  // The activation rows a product reads: x itself for f32, else quantized into act_buf_ (and,
+  // for the panel kernels, each block's info into info_buf_), one pass over the pool.
+  struct Activations {
+    const void* data;
+    size_t stride;
+    const kernels::ActBlockInfo* info;
+  };
+  Activations prepare(kernels::ActFormat af, const float* x, size_t n_in, size_t n_rows,
+                      bool with_info) {
+    if (af == kernels::ActFormat::f32) return {x, n_in * sizeof(float), nullptr};
+    const size_t stride = kernels::act_row_bytes(af, n_in), nb = n_in / kernels::kQBlock;
+    if (act_buf_.size() < stride * n_rows) act_buf_.resize(stride * n_rows);
+    if (with_info && info_buf_.size() < nb * n_rows) info_buf_.resize(nb * n_rows);
+    uint8_t* buf = act_buf_.data();
+    kernels::ActBlockInfo* ib = with_info ? info_buf_.data() : nullptr;
+    pool_.parallel_for(n_rows, [&](size_t r, int) {
+      kernels::quantize_activation_row(af, x + r * n_in, n_in, buf + r * stride);
+      if (ib != nullptr) kernels::act_block_info(buf + r * stride, n_in, ib + r * nb);
+    });
+    return {buf, stride, ib};
   }
 
   // Panel products of the same activations: quantized once with their block info, then one
   // dispatch over the output columns of all of them, split in whole panels.
   void matmul_panels(const Matrix* const* ws, float* const* ys, size_t n, kernels::ActFormat af,
                      const float* x, size_t n_rows) {
-    const size_t n_in = ws[0]->n_in;
-    const void* act = x;
-    size_t act_stride = n_in * sizeof(float);
-    const kernels::ActBlockInfo* info = nullptr;
-    if (af != kernels::ActFormat::f32) {
-      act_stride = kernels::act_row_bytes(af, n_in);
-      const size_t nb = n_in / kernels::kQBlock;
-      if (act_buf_.size() < act_stride * n_rows) act_buf_.resize(act_stride * n_rows);
-      if (info_buf_.size() < nb * n_rows) info_buf_.resize(nb * n_rows);
-      uint8_t* buf = act_buf_.data();
-      kernels::ActBlockInfo* ib = info_buf_.data();
-      pool_.parallel_for(n_rows, [&](size_t r, int) {
-        kernels::quantize_activation_row(af, x + r * n_in, n_in, buf + r * act_stride);
-        kernels::act_block_info(buf + r * act_stride, n_in, ib + r * nb);
-      });
-      act = buf;
-      info = ib;
-    }
+    const Activations a = prepare(af, x, ws[0]->n_in, n_rows, true);
     size_t tiles[kMaxMany], first_task[kMaxMany + 1] = {0};
     for (size_t i = 0; i < n; ++i) {
       tiles[i] = column_tile(ws[i]->n_out, kPanelTile);
@@ -97,7 +99,7 @@ class CpuBackend final : public RowOpsBackend {
       while (t >= first_task[i + 1]) ++i;
       const Matrix& w = *ws[i];
       const size_t o0 = (t - first_task[i]) * tiles[i], o1 = std::min(w.n_out, o0 + tiles[i]);
-      kernels::matmul_panels(*w.panel, af, act, act_stride, info, n_rows, ys[i], w.n_out, o0, o1);
+      kernels::matmul_panels(*w.panel, a.data, a.stride, a.info, n_rows, ys[i], w.n_out, o0, o1);
     });
   }
 
@@ -110,6 +112,7 @@ class CpuBackend final : public RowOpsBackend {
   }
   static constexpr size_t kPanelTile = 4 * kernels::kPanelRows;
 
+ public:
   // Row-wise ops over the pool: rows are independent and each is reduced in its fixed order;
   // SwiGLU is elementwise, so any split gives the same values.
   void rmsnorm(const float* x, const float* weight, size_t n_rows, size_t dim, float eps,

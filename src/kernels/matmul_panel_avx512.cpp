@@ -46,7 +46,7 @@ inline void store_lanes(const Args& a, size_t p, size_t r, __m512 v) {
 // ---- int8 panels -------------------------------------------------------------------------------
 // Code vectors of one block, two at a time: quads (j, j + 4) for j < 4.
 struct PQ8_0 {
-  static constexpr size_t kCodeBytes = 512;
+  static constexpr size_t kCodeBytes = panel_code_bytes(GgmlType::Q8_0);
   static constexpr bool kTimes16 = false;
   static void quads(const uint8_t* blk, int j, __m512i& lo, __m512i& hi) {
     lo = _mm512_load_si512(blk + 64 * j);
@@ -56,7 +56,7 @@ struct PQ8_0 {
 // Codes come out as 16 * q (low nibble shifted up, high nibble masked in place): u8 with the
 // same +128 offset as Q8_0 once scaled, so both types share the bias; the scale takes 1/16.
 struct PQ4_0 {
-  static constexpr size_t kCodeBytes = 256;
+  static constexpr size_t kCodeBytes = panel_code_bytes(GgmlType::Q4_0);
   static constexpr bool kTimes16 = true;
   static void quads(const uint8_t* blk, int j, __m512i& lo, __m512i& hi) {
     const __m512i raw = _mm512_load_si512(blk + 64 * j);
@@ -95,8 +95,9 @@ void q_tile(const Args& a, size_t p0, size_t r0) {
         _mm_prefetch(reinterpret_cast<const char*>(ahead + line), _MM_HINT_T0);
       }
       // The scales' own stream: one line serves two blocks.
-      _mm_prefetch(reinterpret_cast<const char*>(ps[c] + (b + 2 * kPrefetchBlocks) * 32),
-                   _MM_HINT_T0);
+      _mm_prefetch(
+          reinterpret_cast<const char*>(ps[c] + (b + 2 * kPrefetchBlocks) * kPanelScaleBytes),
+          _MM_HINT_T0);
     }
     __m512i dot[R][C];
     for (int r = 0; r < R; ++r) {
@@ -118,7 +119,8 @@ void q_tile(const Args& a, size_t p0, size_t r0) {
     }
     __m512 sw[C];
     for (int c = 0; c < C; ++c) {
-      const __m256i h = _mm256_load_si256(reinterpret_cast<const __m256i*>(ps[c] + b * 32));
+      const __m256i h =
+          _mm256_load_si256(reinterpret_cast<const __m256i*>(ps[c] + b * kPanelScaleBytes));
       sw[c] = _mm512_cvtph_ps(h);
       if constexpr (W::kTimes16) sw[c] = _mm512_mul_ps(sw[c], _mm512_set1_ps(1.0f / 16.0f));
     }
@@ -243,10 +245,9 @@ void act_block_info_avx512(const uint8_t* row, size_t nb, ActBlockInfo* info) {
   }
 }
 
-void matmul_panels_avx512(const PanelMatrix& w, ActFormat af, const void* act, size_t act_stride,
+void matmul_panels_avx512(const PanelMatrix& w, const void* act, size_t act_stride,
                           const ActBlockInfo* info, size_t n_rows, float* y, size_t ldy,
                           size_t o_begin, size_t o_end) {
-  (void)af;
   const Args a{w,    static_cast<const uint8_t*>(act), act_stride, info, w.n_in / kQBlock, y, ldy,
                o_end};
   const size_t p_begin = o_begin / kPanelRows;

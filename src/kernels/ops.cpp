@@ -113,17 +113,6 @@ void attend_head(const float* q, const KvLayerView& kv, size_t kv_offset, size_t
   attend_tile(&q, 1, kv, kv_offset, head_dim, block_table, &n_ctx, scale, scratch, &out);
 }
 
-namespace {
-const float* load_row_ref(const KvLayerView& kv, const void* base, size_t slot, size_t kv_offset,
-                          size_t n, float* buf) {
-  const size_t at = slot * kv.kv_dim + kv_offset;
-  if (kv.type == GgmlType::F32) return static_cast<const float*>(base) + at;
-  const uint16_t* h = static_cast<const uint16_t*>(base) + at;
-  for (size_t i = 0; i < n; ++i) buf[i] = f16_to_f32(h[i]);
-  return buf;
-}
-}  // namespace
-
 void attend_head_reference(const float* q, const KvLayerView& kv, size_t kv_offset, size_t head_dim,
                            const int32_t* block_table, int32_t n_ctx, float scale, float* out) {
   const size_t n = static_cast<size_t>(n_ctx), block_size = kv.block_size;
@@ -134,7 +123,8 @@ void attend_head_reference(const float* q, const KvLayerView& kv, size_t kv_offs
   };
   double mx = -INFINITY;
   for (size_t p = 0; p < n; ++p) {
-    const float* k = load_row_ref(kv, kv.k, slot(p), kv_offset, head_dim, row.data());
+    const float* k =
+        attention_generic::load_row(kv, kv.k, slot(p), kv_offset, head_dim, row.data());
     double d = 0;
     for (size_t i = 0; i < head_dim; ++i) d += static_cast<double>(q[i]) * k[i];
     score[p] = d * scale;
@@ -144,7 +134,8 @@ void attend_head_reference(const float* q, const KvLayerView& kv, size_t kv_offs
   for (double& s : score) sum += (s = std::exp(s - mx));
   std::vector<double> acc(head_dim, 0.0);
   for (size_t p = 0; p < n; ++p) {
-    const float* v = load_row_ref(kv, kv.v, slot(p), kv_offset, head_dim, row.data());
+    const float* v =
+        attention_generic::load_row(kv, kv.v, slot(p), kv_offset, head_dim, row.data());
     for (size_t i = 0; i < head_dim; ++i) acc[i] += score[p] / sum * v[i];
   }
   for (size_t i = 0; i < head_dim; ++i) out[i] = static_cast<float>(acc[i]);

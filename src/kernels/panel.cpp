@@ -12,9 +12,9 @@
 namespace lift::kernels {
 namespace {
 
-constexpr size_t kQ8CodeBytes = 512;  // one block of 16 rows: 8 quads x 16 rows x 4 bytes
-constexpr size_t kQ4CodeBytes = 256;  // 4 vectors x 16 rows x 4 bytes
-constexpr size_t kScaleBytes = 2 * kPanelRows;
+constexpr size_t kQ8CodeBytes = panel_code_bytes(GgmlType::Q8_0);  // 8 quads x 16 rows x 4 B
+constexpr size_t kQ4CodeBytes = panel_code_bytes(GgmlType::Q4_0);  // 4 vectors x 16 rows x 4 B
+constexpr size_t kScaleBytes = kPanelScaleBytes;
 
 size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
@@ -22,15 +22,13 @@ size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
   throw std::invalid_argument("pack_panels: " + what);
 }
 
-size_t code_bytes(GgmlType t) { return t == GgmlType::Q8_0 ? kQ8CodeBytes : kQ4CodeBytes; }
-
 bool packable(GgmlType t) {
   return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::F16 || t == GgmlType::BF16;
 }
 
 size_t panel_bytes_for(GgmlType t, size_t n_in) {
   if (t == GgmlType::F16 || t == GgmlType::BF16) return round_up(n_in * 2 * kPanelRows, 64);
-  return round_up(n_in / kQBlock * (code_bytes(t) + kScaleBytes), 64);
+  return round_up(n_in / kQBlock * (panel_code_bytes(t) + kScaleBytes), 64);
 }
 
 // Where element i of panel row `lane` lives, for the float layouts.
@@ -131,8 +129,7 @@ bool panel_supported(GgmlType type) { return packable(type) && active_isa() == I
 PanelMatrix pack_panels(GgmlType type, const void* w, size_t row_bytes, size_t n_in, size_t n_out) {
   if (!packable(type)) fail("type has no panel layout");
   if (n_in == 0 || n_out == 0) fail("empty matrix");
-  const bool quantized = type == GgmlType::Q8_0 || type == GgmlType::Q4_0;
-  if (quantized && n_in % kQBlock != 0)
+  if (is_quantized(type) && n_in % kQBlock != 0)
     fail("n_in " + std::to_string(n_in) + " not a multiple of 32");
   if (row_bytes < ggml_row_bytes(type, n_in)) fail("row_bytes too small");
   PanelMatrix m;
@@ -140,7 +137,7 @@ PanelMatrix pack_panels(GgmlType type, const void* w, size_t row_bytes, size_t n
   m.n_in = n_in;
   m.n_out = n_out;
   m.panel_bytes = panel_bytes_for(type, n_in);
-  const size_t total = m.n_panels() * m.panel_bytes;
+  const size_t total = m.bytes();
   m.data.reset(static_cast<uint8_t*>(std::aligned_alloc(64, total)));
   if (!m.data) throw std::bad_alloc();
   std::memset(m.data.get(), 0, total);
@@ -173,13 +170,9 @@ void act_block_info(const void* q8_0_row, size_t n, ActBlockInfo* info) {
   }
 }
 
-void matmul_panels(const PanelMatrix& w, ActFormat af, const void* act, size_t act_stride,
+void matmul_panels(const PanelMatrix& w, const void* act, size_t act_stride,
                    const ActBlockInfo* info, size_t n_rows, float* y, size_t ldy, size_t o_begin,
                    size_t o_end) {
-  const bool quantized = w.type == GgmlType::Q8_0 || w.type == GgmlType::Q4_0;
-  if (af != (quantized ? ActFormat::q8_0 : ActFormat::f32)) {
-    throw std::invalid_argument("matmul_panels: activation format does not fit the weights");
-  }
   if (o_begin % kPanelRows != 0 || o_end > w.n_out || o_begin > o_end) {
     throw std::invalid_argument("matmul_panels: bad output range");
   }
@@ -187,7 +180,7 @@ void matmul_panels(const PanelMatrix& w, ActFormat af, const void* act, size_t a
     throw std::invalid_argument("matmul_panels: no panel kernel for the active instruction set");
   }
   if (n_rows == 0 || o_begin == o_end) return;
-  detail::matmul_panels_avx512(w, af, act, act_stride, info, n_rows, y, ldy, o_begin, o_end);
+  detail::matmul_panels_avx512(w, act, act_stride, info, n_rows, y, ldy, o_begin, o_end);
 }
 
 }  // namespace lift::kernels

@@ -45,6 +45,11 @@ struct PanelMatrix {
 // Q8_0 and Q4_0: the types whose panels take q8_0 activations.
 inline bool is_quantized(GgmlType t) { return t == GgmlType::Q8_0 || t == GgmlType::Q4_0; }
 
+// Bytes of one block of 16 rows in a quantized panel: the codes, then (after all blocks' codes)
+// the 16 f16 scales.
+inline constexpr size_t kPanelScaleBytes = 2 * kPanelRows;
+constexpr size_t panel_code_bytes(GgmlType t) { return t == GgmlType::Q8_0 ? 512 : 256; }
+
 // Whether the active Isa has panel kernels for this weight type (AVX-512 VNNI: Q8_0, Q4_0, F16,
 // BF16). When false, products use the stored rows through matmul().
 bool panel_supported(GgmlType type);
@@ -67,7 +72,7 @@ void act_block_info(const void* q8_0_row, size_t n, ActBlockInfo* info);
 // y[r * ldy + o] = dot(row o, act row r) for r < n_rows and o in [o_begin, o_end), o_begin a
 // multiple of kPanelRows. Quantized panels take q8_0 activations with their block info (row r's
 // info at info + r * n_in / 32); float panels take f32 rows (info unused). Never allocates.
-void matmul_panels(const PanelMatrix& w, ActFormat af, const void* act, size_t act_stride,
+void matmul_panels(const PanelMatrix& w, const void* act, size_t act_stride,
                    const ActBlockInfo* info, size_t n_rows, float* y, size_t ldy, size_t o_begin,
                    size_t o_end);
 
@@ -77,7 +82,7 @@ void unpack_panel_row(const PanelMatrix& w, size_t o, void* dst);
 
 namespace detail {
 void act_block_info_avx512(const uint8_t* row, size_t nb, ActBlockInfo* info);
-void matmul_panels_avx512(const PanelMatrix& w, ActFormat af, const void* act, size_t act_stride,
+void matmul_panels_avx512(const PanelMatrix& w, const void* act, size_t act_stride,
                           const ActBlockInfo* info, size_t n_rows, float* y, size_t ldy,
                           size_t o_begin, size_t o_end);
 }  // namespace detail

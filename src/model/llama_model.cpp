@@ -102,9 +102,6 @@ void LlamaModel::pack_weights() {
   for (LayerWeights& w : layers_) {
     for (Matrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) all.push_back(m);
   }
-  size_t n = 0;
-  for (const Matrix* m : all) n += kernels::panel_supported(m->type) ? 1 : 0;
-  panels_.reserve(n);  // Matrix::panel points into panels_: no reallocation after this
   for (Matrix* m : all) {
     if (!kernels::panel_supported(m->type)) continue;
     panels_.push_back(kernels::pack_panels(m->type, m->data, m->row_bytes, m->n_in, m->n_out));

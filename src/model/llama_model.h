@@ -2,6 +2,7 @@
 // pass that serves prefill chunks and decode tokens of many sequences alike.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,7 +50,7 @@ class LlamaModel {
   std::vector<float> output_norm_;
   std::vector<LayerWeights> layers_;
   std::vector<float> inv_freq_;
-  std::vector<kernels::PanelMatrix> panels_;
+  std::deque<kernels::PanelMatrix> panels_;  // stable addresses: Matrix::panel points here
   size_t weight_bytes_ = 0;
   bool tied_ = false;
 

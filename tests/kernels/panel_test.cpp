@@ -57,7 +57,7 @@ struct PanelProblem {
   std::vector<float> run(size_t r0, size_t nr, size_t ob, size_t oe,
                          std::vector<float> y = {}) const {
     if (y.empty()) y.assign(nr * n_out, NAN);
-    matmul_panels(pm, af, row(r0), act_stride, row_info(r0), nr, y.data(), n_out, ob, oe);
+    matmul_panels(pm, row(r0), act_stride, row_info(r0), nr, y.data(), n_out, ob, oe);
     return y;
   }
   std::vector<float> reference() const {
