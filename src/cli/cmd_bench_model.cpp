@@ -14,6 +14,7 @@
 #include <random>
 
 #include "cli/commands.h"
+#include "kernels/act_quant.h"
 #include "kernels/isa.h"
 #include "kernels/probes.h"
 #include "kv/kv_cache.h"
@@ -79,7 +80,6 @@ class Bench {
     }
     m_.forward(be_, ForwardBatch{tok_, posv_, tab_, rows_}, kv_, logits_.data());
   }
-  size_t kv_bytes_per_token() const { return kv_.bytes_per_token(); }
 
  private:
   LlamaModel& m_;
@@ -138,10 +138,10 @@ int run_model_bench(const ModelBenchOptions& o) {
   for (const auto& t : model->file().tensors()) {
     if (t.name == "blk.0.ffn_up.weight") wtype = t.type;
   }
-  const bool int8_path = !o.exact_activations && wtype != GgmlType::F32 && wtype != GgmlType::F16 &&
-                         wtype != GgmlType::BF16;
+  const bool int8_path =
+      kernels::act_format(wtype, !o.exact_activations) != kernels::ActFormat::f32;
 
-  size_t kv_per_token = 0;
+  const size_t kv_per_token = KvCache::bytes_per_token(cfg, kv_type);
   auto measure = [&](std::vector<double>& pp, std::vector<double>& tg) {
     for (int r = 0; r < o.reps; ++r) {
       Bench b(*model, *be, 1, static_cast<size_t>(std::max(o.prompt, o.gen)), kv_type);
@@ -151,7 +151,6 @@ int run_model_bench(const ModelBenchOptions& o) {
     }
     for (int r = 0; r < o.reps; ++r) {
       Bench b(*model, *be, 1, static_cast<size_t>(o.gen), kv_type);
-      kv_per_token = b.kv_bytes_per_token();
       const auto t0 = Clock::now();
       for (int i = 0; i < o.gen; ++i) b.step(1, i, 1);
       tg.push_back(o.gen / secs(Clock::now() - t0));

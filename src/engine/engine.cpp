@@ -259,7 +259,7 @@ void Engine::sample_and_emit(Sequence* seq, std::span<float> logits) {
 bool Engine::step() {
   drain_inbox();
   if (!scheduler_.has_work()) {
-    update_metrics();  // aborts may have just emptied the engine
+    refresh_gauges();  // aborts may have just emptied the engine
     return false;
   }
   scheduler_.schedule(step_);
@@ -311,11 +311,11 @@ bool Engine::step() {
       ++it;
     }
   }
-  update_metrics();
+  refresh_gauges(/*ran_step=*/true);
   return true;
 }
 
-void Engine::update_metrics() {
+void Engine::refresh_gauges(bool ran_step) {
   std::lock_guard<std::mutex> lock(metrics_mu_);
   metrics_.running = scheduler_.running().size();
   metrics_.waiting = scheduler_.waiting().size();
@@ -326,7 +326,7 @@ void Engine::update_metrics() {
   metrics_.prefix_hits = st.prefix_hit_tokens;
   metrics_.preemptions = scheduler_.preemptions();
   metrics_.recomputed_tokens = recomputed_tokens_;
-  ++metrics_.steps;
+  if (ran_step) ++metrics_.steps;
 }
 
 std::string Engine::memory_plan() const {
@@ -395,6 +395,7 @@ void Engine::fail_all(const std::string& why) {
   }
   seqs_.clear();
   requests_.clear();
+  refresh_gauges();  // the failed step never reached its own refresh
 }
 
 void Engine::start() {

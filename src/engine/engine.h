@@ -79,7 +79,8 @@ class Engine {
   void finish(Sequence* seq, RequestOutput& out);
   void sample_and_emit(Sequence* seq, std::span<float> logits);
   void fork_samples(Sequence* parent);
-  void update_metrics();
+  // Copies the scheduler and KV gauges into metrics_; counts a step only when one ran.
+  void refresh_gauges(bool ran_step = false);
   void fail_all(const std::string& why);
   // Ends every open sample of a request with `reason`, releasing its blocks.
   void end_request(uint64_t id, FinishReason reason, const std::string& error);

@@ -83,8 +83,8 @@ class Scheduler {
   BlockManager& blocks_;
   std::vector<Sequence*> running_;  // in admission order
   std::deque<Sequence*> waiting_;
-  size_t budget_ = 0;
-  bool static_open_ = false;  // static batching: the batch is still being formed  // tokens left in the step being scheduled
+  size_t budget_ = 0;         // tokens left in the step being scheduled
+  bool static_open_ = false;  // static batching: the batch is still being formed
   uint64_t admissions_ = 0;
   uint64_t preemptions_ = 0;
 };

@@ -61,12 +61,22 @@ void send_error(httplib::Response& res, int status, const std::string& message,
   res.set_content(dump(error_json(message, type, param, code)), "application/json");
 }
 
+void send_error(httplib::Response& res, const ApiError& e) {
+  send_error(res, e.status(), e.what(), e.type(), e.param(), e.code());
+}
+
+// Answers 503 while the model loads; true when it did.
+bool still_loading(const Server& s, httplib::Response& res) {
+  if (s.ready) return false;
+  send_error(res, 503, "the model is still loading", "server_error");
+  return true;
+}
+
 std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
 
 // Relays one request's outputs to the client as they come; aborts the request if the
 // client goes away. Shared by the streamed and the plain response.
 struct Relay {
-  Server* server;
   std::shared_ptr<ApiRequest> req;
   std::shared_ptr<ResponseBuilder> builder;
   Submitted sub;
@@ -152,7 +162,7 @@ struct Relay {
 };
 
 void handle_generate(Server& s, const httplib::Request& hreq, httplib::Response& res, bool chat) {
-  if (!s.ready) return send_error(res, 503, "the model is still loading", "server_error");
+  if (still_loading(s, res)) return;
   if (s.draining) return send_error(res, 503, "the server is shutting down", "server_error");
   auto req = std::make_shared<ApiRequest>();
   try {
@@ -161,7 +171,7 @@ void handle_generate(Server& s, const httplib::Request& hreq, httplib::Response&
     *req = chat ? parse_chat_request(hreq.body, ctx) : parse_completion_request(hreq.body, ctx);
   } catch (const ApiError& e) {
     s.count(&ServerCounters::requests_rejected);
-    return send_error(res, e.status(), e.what(), e.type(), e.param(), e.code());
+    return send_error(res, e);
   }
   if (s.in_flight.fetch_add(1) >= s.capacity) {
     s.in_flight.fetch_sub(1);
@@ -172,7 +182,6 @@ void handle_generate(Server& s, const httplib::Request& hreq, httplib::Response&
                       "server_error", "", "overloaded");
   }
   auto relay = std::make_shared<Relay>();
-  relay->server = &s;
   relay->req = req;
   try {
     relay->sub = s.engine->add_request(req->prompt, req->params);
@@ -206,7 +215,7 @@ void handle_generate(Server& s, const httplib::Request& hreq, httplib::Response&
 }
 
 void handle_tokenize(Server& s, const httplib::Request& hreq, httplib::Response& res) {
-  if (!s.ready) return send_error(res, 503, "the model is still loading", "server_error");
+  if (still_loading(s, res)) return;
   try {
     const json b = parse_json_object(hreq.body);
     const json* text = b.contains("prompt")    ? &b["prompt"]
@@ -228,12 +237,12 @@ void handle_tokenize(Server& s, const httplib::Request& hreq, httplib::Response&
                           {"max_model_len", s.model->config().context_length}}),
                     "application/json");
   } catch (const ApiError& e) {
-    send_error(res, e.status(), e.what(), e.type(), e.param());
+    send_error(res, e);
   }
 }
 
 void handle_detokenize(Server& s, const httplib::Request& hreq, httplib::Response& res) {
-  if (!s.ready) return send_error(res, 503, "the model is still loading", "server_error");
+  if (still_loading(s, res)) return;
   try {
     const json b = parse_json_object(hreq.body);
     if (!b.contains("tokens") || !b["tokens"].is_array()) {
@@ -253,7 +262,7 @@ void handle_detokenize(Server& s, const httplib::Request& hreq, httplib::Respons
     const std::string text = s.tok->decode(ids);
     res.set_content(dump({{"prompt", text}, {"content", text}}), "application/json");
   } catch (const ApiError& e) {
-    send_error(res, e.status(), e.what(), e.type(), e.param());
+    send_error(res, e);
   }
 }
 
@@ -285,12 +294,12 @@ void install_routes(Server& s) {
     if (authorized(s, q, r)) handle_detokenize(s, q, r);
   });
   h.Get("/health", [&s](const httplib::Request&, httplib::Response& r) {
-    if (!s.ready) return send_error(r, 503, "the model is still loading", "server_error");
+    if (still_loading(s, r)) return;
     r.set_content(R"({"status":"ok"})", "application/json");
   });
   h.Get("/v1/models", [&s](const httplib::Request& q, httplib::Response& r) {
     if (!authorized(s, q, r)) return;
-    if (!s.ready) return send_error(r, 503, "the model is still loading", "server_error");
+    if (still_loading(s, r)) return;
     r.set_content(
         dump({{"object", "list"},
               {"data", json::array({{{"id", s.model_id},
@@ -301,7 +310,7 @@ void install_routes(Server& s) {
         "application/json");
   });
   h.Get("/metrics", [&s](const httplib::Request&, httplib::Response& r) {
-    if (!s.ready) return send_error(r, 503, "the model is still loading", "server_error");
+    if (still_loading(s, r)) return;
     ServerCounters c;
     {
       std::lock_guard<std::mutex> lock(s.counters_mu);
@@ -334,14 +343,7 @@ void install_routes(Server& s) {
       });
 }
 
-std::atomic<bool> g_stop_requested{false};
-
 }  // namespace
-
-void request_server_stop() {
-  g_stop_requested = true;
-  kill(getpid(), SIGTERM);
-}
 
 int run_server(const ServerOptions& opts) {
   // Signals go to one thread that waits for them; every other thread (HTTP workers, the

@@ -26,9 +26,7 @@ struct ServerOptions {
   EngineConfig engine;
 };
 
-// Runs the server until SIGINT/SIGTERM (or request_stop()); returns the exit code.
+// Runs the server until SIGINT/SIGTERM; returns the exit code.
 int run_server(const ServerOptions& opts);
-// Asks a running server to shut down (what the signals do).
-void request_server_stop();
 
 }  // namespace lift

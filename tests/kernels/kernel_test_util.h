@@ -1,10 +1,14 @@
 // Helpers shared by the kernel tests: Isa enumeration and random weight/activation data.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gguf/ggml_type.h"
@@ -88,6 +92,21 @@ inline std::vector<float> random_activations(size_t n, std::mt19937& rng) {
     x[i] = nd(rng) * block_scale;
   }
   return x;
+}
+
+// The exactness contract's tolerance, row by row: max|got - ref| <= 1e-4 * max(1, max|ref|).
+inline void expect_close(const std::vector<float>& got, const std::vector<float>& ref,
+                         size_t n_rows, size_t n_out, const std::string& what) {
+  for (size_t r = 0; r < n_rows; ++r) {
+    double max_ref = 0.0, max_err = 0.0;
+    for (size_t o = 0; o < n_out; ++o) {
+      max_ref = std::max(max_ref, std::fabs(static_cast<double>(ref[r * n_out + o])));
+      max_err = std::max(max_err, std::fabs(static_cast<double>(got[r * n_out + o]) -
+                                            static_cast<double>(ref[r * n_out + o])));
+    }
+    ASSERT_LE(max_err, 1e-4 * std::max(1.0, max_ref)) << what << " row " << r;
+    ASSERT_FALSE(std::isnan(max_err)) << what << " row " << r;
+  }
 }
 
 }  // namespace lift::kernels::testing

@@ -86,20 +86,6 @@ struct Problem {
   }
 };
 
-void expect_close(const std::vector<float>& got, const std::vector<float>& ref, size_t n_rows,
-                  size_t n_out, const std::string& what) {
-  for (size_t r = 0; r < n_rows; ++r) {
-    double max_ref = 0.0, max_err = 0.0;
-    for (size_t o = 0; o < n_out; ++o) {
-      max_ref = std::max(max_ref, std::fabs(static_cast<double>(ref[r * n_out + o])));
-      max_err = std::max(max_err, std::fabs(static_cast<double>(got[r * n_out + o]) -
-                                            static_cast<double>(ref[r * n_out + o])));
-    }
-    ASSERT_LE(max_err, 1e-4 * std::max(1.0, max_ref)) << what << " row " << r;
-    ASSERT_FALSE(std::isnan(max_err)) << what << " row " << r;
-  }
-}
-
 TEST(KernelMatmul, MatchesReference) {
   IsaGuard guard;
   std::mt19937 rng(42);
@@ -115,7 +101,8 @@ TEST(KernelMatmul, MatchesReference) {
         set_isa(isa);
         for (size_t nr = 1; nr <= max_rows; nr += (nr < 9 ? 1 : 4)) {
           const auto y = prob.run(prob.act.data(), nr, 0, n_out);
-          expect_close(y, ref, nr, n_out, label(p, isa, n_in) + " n_rows=" + std::to_string(nr));
+          testing::expect_close(y, ref, nr, n_out,
+                                label(p, isa, n_in) + " n_rows=" + std::to_string(nr));
         }
       }
     }
@@ -131,8 +118,8 @@ TEST(KernelMatmul, MatchesReferencePrefillShape) {
     const auto ref = prob.reference();
     for (Isa isa : supported_isas()) {
       set_isa(isa);
-      expect_close(prob.run(prob.act.data(), prob.n_rows, 0, prob.n_out), ref, prob.n_rows,
-                   prob.n_out, label(p, isa, prob.n_in));
+      testing::expect_close(prob.run(prob.act.data(), prob.n_rows, 0, prob.n_out), ref, prob.n_rows,
+                            prob.n_out, label(p, isa, prob.n_in));
     }
   }
 }

@@ -72,20 +72,6 @@ struct PanelProblem {
   }
 };
 
-// The exactness contract's tolerance, row by row, over the first n_rows rows.
-void expect_within_tolerance(const std::vector<float>& y, const std::vector<float>& ref,
-                             size_t n_rows, size_t n_out, const std::string& what) {
-  for (size_t r = 0; r < n_rows; ++r) {
-    double max_ref = 0, max_err = 0;
-    for (size_t o = 0; o < n_out; ++o) {
-      const double g = y[r * n_out + o], e = ref[r * n_out + o];
-      max_ref = std::max(max_ref, std::fabs(e));
-      max_err = std::max(max_err, std::fabs(g - e));
-    }
-    ASSERT_LE(max_err, 1e-4 * std::max(1.0, max_ref)) << what << " row " << r;
-  }
-}
-
 bool have_panels() {
   set_isa(best_isa());
   return panel_supported(GgmlType::Q8_0);
@@ -149,8 +135,8 @@ TEST(KernelPanel, MatchesReference) {
         PanelProblem prob(t, n_in, n_out, max_rows, rng);
         const auto ref = prob.reference();
         for (size_t nr = 1; nr <= max_rows; nr += (nr < 9 ? 1 : 4)) {
-          expect_within_tolerance(prob.run(0, nr, 0, n_out), ref, nr, n_out,
-                                  prob.label() + " rows " + std::to_string(nr));
+          testing::expect_close(prob.run(0, nr, 0, n_out), ref, nr, n_out,
+                                prob.label() + " rows " + std::to_string(nr));
         }
       }
     }
@@ -165,8 +151,8 @@ TEST(KernelPanel, MatchesReferencePrefillShape) {
   for (GgmlType t : kTypes) {
     PanelProblem prob(t, 512, 70, 150, rng);
     const auto ref = prob.reference();
-    expect_within_tolerance(prob.run(0, prob.n_rows, 0, prob.n_out), ref, prob.n_rows, prob.n_out,
-                            prob.label());
+    testing::expect_close(prob.run(0, prob.n_rows, 0, prob.n_out), ref, prob.n_rows, prob.n_out,
+                          prob.label());
   }
 }
 
