@@ -178,16 +178,25 @@ void f_tile(const Args& a, size_t p0, size_t r0) {
 
 // ---- tiling ------------------------------------------------------------------------------------
 // Row blocks outermost so a block's activations stay in L2 while the panels stream past; each
-// panel tile then meets every row of the block from L1/L2.
-constexpr size_t kRowBlock = 64;
+// panel tile then meets every row of the block from L1/L2. A block is a whole number of wide
+// tiles, so only the last block of a call can end in a partial tile.
+constexpr size_t kRowBlockTiles = 8;
+
+// Rows [r_begin, r_end) in tiles of R, then whatever is left (< R rows) as one tile of exactly
+// that many: small tiles have too few independent accumulators to hide the FMA latency, so
+// splitting a remainder further costs more than its share.
+template <template <class, int, int> class Tile, class W, int C, int M>
+void rest(const Args& a, size_t p, size_t r, size_t m) {
+  if (m == static_cast<size_t>(M)) return Tile<W, C, M>::run(a, p, r);
+  if constexpr (M > 1) rest<Tile, W, C, M - 1>(a, p, r, m);
+}
 
 template <template <class, int, int> class Tile, class W, int C, int R>
 void rows(const Args& a, size_t p, size_t r_begin, size_t r_end) {
   size_t r = r_begin;
   for (; r + R <= r_end; r += R) Tile<W, C, R>::run(a, p, r);
   if constexpr (R > 1) {
-    constexpr int kHalf = R / 2;
-    rows<Tile, W, C, kHalf>(a, p, r, r_end);
+    if (r < r_end) rest<Tile, W, C, R - 1>(a, p, r, r_end - r);
   }
 }
 
@@ -216,6 +225,7 @@ struct FTile {
 // inner loops are short; kWideR rows per tile for prefill.
 template <template <class, int, int> class Tile, class W, int kDecodeC, int kWideC, int kWideR>
 void tile_loop(const Args& a, size_t p_begin, size_t p_end, size_t n_rows) {
+  constexpr size_t kRowBlock = kRowBlockTiles * kWideR;
   for (size_t rb = 0; rb < n_rows; rb += kRowBlock) {
     const size_t re = std::min(n_rows, rb + kRowBlock);
     size_t p = p_begin;
