@@ -19,9 +19,11 @@ void swiglu(const float* gate, const float* up, size_t n, float* out);
 
 // Queries attended together by attend_tile, and the scratch floats it needs.
 inline constexpr size_t kAttentionTile = 16;
+// A query's scores and weights of one block take whole 16-lane vectors.
+inline size_t attention_score_row(size_t block_size) { return (block_size + 15) / 16 * 16; }
 inline size_t attention_scratch_floats(size_t block_size, size_t head_dim) {
-  return 16 + 2 * kAttentionTile * head_dim + 2 * kAttentionTile + 2 * kAttentionTile * block_size +
-         block_size * head_dim;
+  return 16 + 2 * kAttentionTile * head_dim + 2 * kAttentionTile +
+         2 * kAttentionTile * attention_score_row(block_size) + block_size * head_dim;
 }
 
 // Attention of n_q <= kAttentionTile queries of one head, all of one sequence (query i sees

@@ -302,7 +302,9 @@ inline void scores16(const float* q, const float* k, size_t stride, size_t len, 
   const __m512 s4 =
       _mm512_mul_ps(level(s3[0], s3[1], 0xAAAA, _mm512_permutex2var_ps(s3[0], idx1, s3[1])),
                     _mm512_set1_ps(scale));
-  _mm512_mask_storeu_ps(out, static_cast<__mmask16>((1u << len) - 1), s4);
+  // All 16 lanes (the rows are padded to 16): the readers load them whole, and a masked store
+  // could not forward to those loads.
+  _mm512_storeu_ps(out, s4);
 }
 #else
 inline float dot16(const float* a, const float* b, size_t n) {
@@ -344,7 +346,7 @@ inline void accumulate_rows(const float* const* p, const size_t* len, const floa
 inline float block_max16(const float* s, size_t len) {
 #if defined(__AVX512F__)
   const __mmask16 valid = static_cast<__mmask16>((1u << len) - 1);
-  return max16(_mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), valid, s));
+  return max16(_mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), valid, _mm512_loadu_ps(s)));
 #else
   alignas(32) float x[16];
   for (size_t j = 0; j < 16; ++j) x[j] = j < len ? s[j] : -INFINITY;
@@ -362,8 +364,9 @@ inline float weights16(const float* s, size_t len, float m, float* p) {
 #if defined(__AVX512F__)
   const __mmask16 valid = static_cast<__mmask16>((1u << len) - 1);
   const __m512 w = _mm512_maskz_mov_ps(
-      valid, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(valid, s), _mm512_set1_ps(m))));
-  _mm512_mask_storeu_ps(p, valid, w);
+      valid,
+      exp16(_mm512_sub_ps(_mm512_maskz_mov_ps(valid, _mm512_loadu_ps(s)), _mm512_set1_ps(m))));
+  _mm512_storeu_ps(p, w);
   return sum16(w);
 #else
   // Lanes past len get exp(-inf) = 0, exactly the zero the AVX-512 mask gives.
@@ -508,9 +511,10 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
   float* obuf = qbuf + kAttentionTile * head_dim;  // n_q x head_dim: the outputs, unnormalized
   float* m = obuf + kAttentionTile * head_dim;     // n_q running maxima
   float* l = m + kAttentionTile;                   // n_q running sums
-  float* score = l + kAttentionTile;               // n_q x bs scores of the current block
-  float* vbuf = score + kAttentionTile * bs;       // bs x head_dim: the block's K or V rows
-  float* pbuf = vbuf + bs * head_dim;              // n_q x bs weights of the current block
+  const size_t srow = attention_score_row(bs);     // bs padded to whole 16-lane vectors
+  float* score = l + kAttentionTile;               // n_q x srow scores of the current block
+  float* vbuf = score + kAttentionTile * srow;     // bs x head_dim: the block's K or V rows
+  float* pbuf = vbuf + bs * head_dim;              // n_q x srow weights of the current block
   const float* qi[kAttentionTile];
   float* oi[kAttentionTile];
   size_t max_ctx = 0;
@@ -539,7 +543,7 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
     for (size_t i = 0; i < n_q; ++i) {
       for (size_t j = 0; j < len[i]; j += 16) {
         scores16(qi[i], k0 + j * k_stride, k_stride, std::min<size_t>(16, len[i] - j), head_dim,
-                 scale, score + i * bs + j);
+                 scale, score + i * srow + j);
       }
     }
     // New maxima, then all the queries' corrections exp(m - m_new) in one vector (exp(-inf)
@@ -548,10 +552,10 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
     for (size_t i = 0; i < n_q; ++i) {
       m_new[i] = m[i];
       if (len[i] == 0) continue;
-      float block_max = block_max16(score + i * bs, std::min<size_t>(16, len[i]));
+      float block_max = block_max16(score + i * srow, std::min<size_t>(16, len[i]));
       for (size_t j = 16; j < len[i]; j += 16) {
-        block_max =
-            max_lane(block_max, block_max16(score + i * bs + j, std::min<size_t>(16, len[i] - j)));
+        block_max = max_lane(block_max,
+                             block_max16(score + i * srow + j, std::min<size_t>(16, len[i] - j)));
       }
       m_new[i] = max_lane(m[i], block_max);
       delta[i] = m[i] - m_new[i];
@@ -564,8 +568,8 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
       if (len[i] == 0) continue;
       float sum = l[i] * correction[i];
       for (size_t j = 0; j < len[i]; j += 16) {
-        sum += weights16(score + i * bs + j, std::min<size_t>(16, len[i] - j), m_new[i],
-                         pbuf + i * bs + j);
+        sum += weights16(score + i * srow + j, std::min<size_t>(16, len[i] - j), m_new[i],
+                         pbuf + i * srow + j);
       }
       l[i] = sum;
       m[i] = m_new[i];
@@ -581,7 +585,7 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
     size_t k = 0;
     for (size_t i = 0; i < n_q; ++i) {
       if (len[i] == 0) continue;
-      p[k] = pbuf + i * bs;
+      p[k] = pbuf + i * srow;
       len4[k] = len[i];
       c[k] = correction[i];
       o[k] = oi[i];
