@@ -29,15 +29,22 @@ struct Matrix {
   const kernels::PanelMatrix* panel = nullptr;
 };
 
-// One layer of the paged K/V store: slot s of the cache holds K at k + s*kv_dim (same for
-// V). A sequence's position p lives in slot block_table[p / block_size]*block_size + p %
-// block_size.
+// One layer of the paged K/V store. A sequence's position p lives in slot
+// block_table[p / block_size]*block_size + p % block_size. V is stored by slot, [slot][kv_dim];
+// K is stored transposed within each block, [kv_dim][block_size], so that one dimension of a
+// block's keys is contiguous and attention scores 16 keys with plain vector FMAs.
 struct KvLayerView {
   GgmlType type = GgmlType::F32;  // storage type of K and V: F32 or F16
   const void* k = nullptr;
   const void* v = nullptr;
   size_t kv_dim = 0;
   size_t block_size = 0;
+
+  // Element e (< kv_dim) of slot s, counted in elements of `type`.
+  size_t k_index(size_t s, size_t e) const {
+    return (s / block_size * kv_dim + e) * block_size + s % block_size;
+  }
+  size_t v_index(size_t s, size_t e) const { return s * kv_dim + e; }
 };
 
 struct AttentionArgs {

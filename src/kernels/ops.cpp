@@ -123,8 +123,7 @@ void attend_head_reference(const float* q, const KvLayerView& kv, size_t kv_offs
   };
   double mx = -INFINITY;
   for (size_t p = 0; p < n; ++p) {
-    const float* k =
-        attention_generic::load_row(kv, kv.k, slot(p), kv_offset, head_dim, row.data());
+    const float* k = attention_generic::load_k_row(kv, slot(p), kv_offset, head_dim, row.data());
     double d = 0;
     for (size_t i = 0; i < head_dim; ++i) d += static_cast<double>(q[i]) * k[i];
     score[p] = d * scale;
@@ -134,8 +133,7 @@ void attend_head_reference(const float* q, const KvLayerView& kv, size_t kv_offs
   for (double& s : score) sum += (s = std::exp(s - mx));
   std::vector<double> acc(head_dim, 0.0);
   for (size_t p = 0; p < n; ++p) {
-    const float* v =
-        attention_generic::load_row(kv, kv.v, slot(p), kv_offset, head_dim, row.data());
+    const float* v = attention_generic::load_row(kv, slot(p), kv_offset, head_dim, row.data());
     for (size_t i = 0; i < head_dim; ++i) acc[i] += score[p] / sum * v[i];
   }
   for (size_t i = 0; i < head_dim; ++i) out[i] = static_cast<float>(acc[i]);

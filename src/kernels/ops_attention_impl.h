@@ -1,6 +1,6 @@
 // The fast attention kernel, included by one translation unit per instruction set, each
-// defining LIFT_ATTENTION_NS. The code is written lane-wise (16 independent partial sums,
-// fixed combining trees, no FMA contraction) so every instruction set rounds the same way.
+// defining LIFT_ATTENTION_NS. Every operation is spelled out (explicit fused multiply-adds,
+// fixed combining trees, no contraction) so every instruction set rounds the same way.
 // That includes exp: a polynomial in separate IEEE multiplies and adds, not the C library's,
 // whose vector and scalar versions could not be made to agree.
 // (No include guard: meant to be included once per namespace.)
@@ -160,28 +160,131 @@ inline float max16(float* v) {
 }
 #endif
 
-// Dot product with 16 independent partial sums combined in a fixed tree: the compiler maps
-// the lanes onto vector registers without reassociating, so every ISA rounds identically.
-// Products are accumulated with fused multiply-adds: one correctly rounded operation, the same
-// in hardware and in std::fma, so the scalar path keeps the vector paths' bits.
+// Scores. Each is one chain of fused multiply-adds over the head's dimensions in order,
+// s = fma(q[d], k[d], s) for d = 0, 1, ..., from 0, then times the scale: one correctly
+// rounded operation per step, the same in hardware and in std::fma, so every ISA gives the
+// same bits. K blocks are stored transposed (see KvLayerView), so 16 keys' k[d] are one
+// vector and one vector of scores needs no horizontal sums. A batch of such vectors runs
+// together: one chain alone would wait on the FMA latency at every step.
+//
+// A score job: `len` keys (<= 16) whose k[d] lie at kt + d * stride, against query q.
+struct ScoreJob {
+  const float* q;
+  const float* kt;
+  size_t len;
+  float* out;  // 16 floats: the scores, then zeros past len
+};
+inline constexpr size_t kScoreBatch = 8;
+
 #if defined(__AVX512F__)
-// The same lanes and the same combining tree as the portable version below, spelled out:
-// lane j is fma(a[i], b[i], lane j) for i = j mod 16 (masked for the tail), then lanes j and
-// j + w are added for w = 8, 4, 2, 1.
-inline float dot16(const float* a, const float* b, size_t n) {
-  __m512 acc = _mm512_setzero_ps();
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc);
+// (Every loop over the batch is unrolled: otherwise GCC keeps acc in memory and stores it at
+// every step.)
+template <size_t G>
+inline void score_batch(const ScoreJob* jobs, size_t stride, size_t n, float scale) {
+  __m512 acc[G];
+  __mmask16 m[G];
+#pragma GCC unroll 16
+  for (size_t a = 0; a < G; ++a) {
+    acc[a] = _mm512_setzero_ps();
+    m[a] = static_cast<__mmask16>(jobs[a].len >= 16 ? 0xFFFF : (1u << jobs[a].len) - 1);
   }
-  if (i < n) {
-    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
-    acc = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i),
-                                acc, m);
+  for (size_t d = 0; d < n; ++d) {
+#pragma GCC unroll 16
+    for (size_t a = 0; a < G; ++a) {
+      acc[a] = _mm512_fmadd_ps(_mm512_set1_ps(jobs[a].q[d]),
+                               _mm512_maskz_loadu_ps(m[a], jobs[a].kt + d * stride), acc[a]);
+    }
   }
-  return sum16(acc);
+#pragma GCC unroll 16
+  for (size_t a = 0; a < G; ++a) {
+    _mm512_storeu_ps(jobs[a].out, _mm512_mul_ps(acc[a], _mm512_set1_ps(scale)));
+  }
 }
 
+// The same when all jobs share one K block (the queries of a tile): each k[d] is loaded once.
+template <size_t G>
+inline void score_batch_shared_k(const ScoreJob* jobs, size_t stride, size_t n, float scale) {
+  __m512 acc[G];
+  size_t len = 0;
+#pragma GCC unroll 16
+  for (size_t a = 0; a < G; ++a) {
+    acc[a] = _mm512_setzero_ps();
+    len = std::max(len, jobs[a].len);
+  }
+  // Lanes past a job's own len see other keys of the block: their scores are never read.
+  const __mmask16 m = static_cast<__mmask16>(len >= 16 ? 0xFFFF : (1u << len) - 1);
+  const float* kt = jobs[0].kt;
+  for (size_t d = 0; d < n; ++d) {
+    const __m512 k = _mm512_maskz_loadu_ps(m, kt + d * stride);
+#pragma GCC unroll 16
+    for (size_t a = 0; a < G; ++a) {
+      acc[a] = _mm512_fmadd_ps(_mm512_set1_ps(jobs[a].q[d]), k, acc[a]);
+    }
+  }
+#pragma GCC unroll 16
+  for (size_t a = 0; a < G; ++a) {
+    const __mmask16 own =
+        static_cast<__mmask16>(jobs[a].len >= 16 ? 0xFFFF : (1u << jobs[a].len) - 1);
+    _mm512_storeu_ps(jobs[a].out, _mm512_maskz_mul_ps(own, acc[a], _mm512_set1_ps(scale)));
+  }
+}
+#else
+template <size_t G>
+inline void score_batch(const ScoreJob* jobs, size_t stride, size_t n, float scale) {
+  for (size_t a = 0; a < G; ++a) {
+    float acc[16] = {};
+    const ScoreJob& job = jobs[a];
+    for (size_t d = 0; d < n; ++d) {
+      const float qd = job.q[d];
+      const float* k = job.kt + d * stride;
+      for (size_t j = 0; j < job.len; ++j) acc[j] = std::fma(qd, k[j], acc[j]);
+    }
+    for (size_t j = 0; j < 16; ++j) job.out[j] = j < job.len ? acc[j] * scale : 0.0f;
+  }
+}
+
+template <size_t G>
+inline void score_batch_shared_k(const ScoreJob* jobs, size_t stride, size_t n, float scale) {
+  score_batch<G>(jobs, stride, n, scale);
+}
+#endif
+
+// Runs n_jobs jobs in batches of kScoreBatch; `shared` says they all read one K block.
+inline void run_scores(const ScoreJob* jobs, size_t n_jobs, bool shared, size_t stride, size_t n,
+                       float scale) {
+  auto batch = [&](auto g, const ScoreJob* js) {
+    constexpr size_t kG = decltype(g)::value;
+    if (shared) {
+      score_batch_shared_k<kG>(js, stride, n, scale);
+    } else {
+      score_batch<kG>(js, stride, n, scale);
+    }
+  };
+  size_t a = 0;
+  for (; a + kScoreBatch <= n_jobs; a += kScoreBatch) {
+    batch(std::integral_constant<size_t, kScoreBatch>{}, jobs + a);
+  }
+  switch (n_jobs - a) {
+    case 7:
+      return batch(std::integral_constant<size_t, 7>{}, jobs + a);
+    case 6:
+      return batch(std::integral_constant<size_t, 6>{}, jobs + a);
+    case 5:
+      return batch(std::integral_constant<size_t, 5>{}, jobs + a);
+    case 4:
+      return batch(std::integral_constant<size_t, 4>{}, jobs + a);
+    case 3:
+      return batch(std::integral_constant<size_t, 3>{}, jobs + a);
+    case 2:
+      return batch(std::integral_constant<size_t, 2>{}, jobs + a);
+    case 1:
+      return batch(std::integral_constant<size_t, 1>{}, jobs + a);
+    default:
+      return;
+  }
+}
+
+#if defined(__AVX512F__)
 // For each of Q queries: o[d] = o[d] * c, then o[d] = fma(p[j], v_j[d], o[d]) for j = 0, 1, ...
 // left to right (v_j at v + j * stride), its own weights, row count, correction and output. Per
 // element the same sequence as the portable loop; the queries share every load of V, and
@@ -230,101 +333,7 @@ inline void accumulate_rows(const float* const* p, const size_t* len, const floa
   }
 }
 
-// The 16 lanes of each score of scores16 (see there), chunk by chunk of q for all rows at once:
-// 16 independent chains of adds. Rows past len read the last row again; their lanes are never
-// stored. All rows are usually there, and then no offsets need loading; kN != 0 fixes n = kN,
-// for the common head sizes: the fully unrolled loop is much faster.
-template <bool kFull, size_t kN>
-[[gnu::always_inline]] inline void score_lanes16(const float* q, const float* k, size_t stride,
-                                                 size_t len, size_t n, __m512* acc) {
-  if constexpr (kN != 0) n = kN;
-  // Lane vector s holds row bitrev(s) (see scores16).
-  constexpr size_t kRow[16] = {0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15};
-  size_t off[16];
-  for (size_t j = 0; j < 16; ++j) off[j] = std::min(kRow[j], len - 1) * stride;
-  auto row = [&](size_t j) { return k + (kFull ? kRow[j] * stride : off[j]); };
-  for (int j = 0; j < 16; ++j) acc[j] = _mm512_setzero_ps();
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512 qv = _mm512_loadu_ps(q + i);
-    for (size_t j = 0; j < 16; ++j) {
-      acc[j] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(row(j) + i), acc[j]);
-    }
-  }
-  if (i < n) {
-    const __mmask16 tail = static_cast<__mmask16>((1u << (n - i)) - 1);
-    const __m512 qv = _mm512_maskz_loadu_ps(tail, q + i);
-    for (size_t j = 0; j < 16; ++j) {
-      acc[j] = _mm512_mask3_fmadd_ps(qv, _mm512_maskz_loadu_ps(tail, row(j) + i), acc[j], tail);
-    }
-  }
-}
-
-// Scores of one query against up to 16 K rows (k_j at k + j * stride) at once: each score is
-// dot16(q, k_j) exactly (same lanes, same tree), but the 16 trees are evaluated together
-// with lane shuffles, which costs far less than 16 separate horizontal sums.
-inline void scores16(const float* q, const float* k, size_t stride, size_t len, size_t n,
-                     float scale, float* out) {
-  __m512 acc[16];
-  if (len == 16 && n == 64) {
-    score_lanes16<true, 64>(q, k, stride, len, n, acc);
-  } else if (len == 16 && n == 128) {
-    score_lanes16<true, 128>(q, k, stride, len, n, acc);
-  } else if (len == 16) {
-    score_lanes16<true, 0>(q, k, stride, len, n, acc);
-  } else {
-    score_lanes16<false, 0>(q, k, stride, len, n, acc);
-  }
-  // Level w: lanes j and j + w of every group are added, two vectors at a time: the half of
-  // the result's lanes where the first vector's sums land take one addend in place from it,
-  // the other half from the second vector, so one blend and one shuffle line up both addends
-  // (the obvious two shuffles would both need the one shuffle port). Sums land in bit-reversed
-  // order, hence the bit-reversed rows in score_lanes16: lane j ends with row j's score.
-  auto level = [](__m512 a, __m512 b, __mmask16 own, __m512 partner) {
-    return _mm512_add_ps(_mm512_mask_blend_ps(own, a, b), partner);
-  };
-  const __m512i idx4 =
-      _mm512_setr_epi32(4, 5, 6, 7, 16, 17, 18, 19, 12, 13, 14, 15, 24, 25, 26, 27);
-  const __m512i idx1 = _mm512_setr_epi32(1, 16, 3, 18, 5, 20, 7, 22, 9, 24, 11, 26, 13, 28, 15, 30);
-  __m512 s1[8], s2[4], s3[2];
-  for (int t = 0; t < 8; ++t) {
-    const __m512 a = acc[2 * t], b = acc[2 * t + 1];
-    s1[t] = level(a, b, 0xFF00, _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 3, 2)));
-  }
-  for (int t = 0; t < 4; ++t) {
-    const __m512 a = s1[2 * t], b = s1[2 * t + 1];
-    s2[t] = level(a, b, 0xF0F0, _mm512_permutex2var_ps(a, idx4, b));
-  }
-  for (int t = 0; t < 2; ++t) {
-    const __m512 a = s2[2 * t], b = s2[2 * t + 1];
-    s3[t] = level(a, b, 0xCCCC, _mm512_shuffle_ps(a, b, _MM_SHUFFLE(1, 0, 3, 2)));
-  }
-  const __m512 s4 =
-      _mm512_mul_ps(level(s3[0], s3[1], 0xAAAA, _mm512_permutex2var_ps(s3[0], idx1, s3[1])),
-                    _mm512_set1_ps(scale));
-  // All 16 lanes (the rows are padded to 16): the readers load them whole, and a masked store
-  // could not forward to those loads.
-  _mm512_storeu_ps(out, s4);
-}
 #else
-inline float dot16(const float* a, const float* b, size_t n) {
-  float acc[16] = {};
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    for (int j = 0; j < 16; ++j) acc[j] = std::fma(a[i + j], b[i + j], acc[j]);
-  }
-  for (int j = 0; i < n; ++i, ++j) acc[j] = std::fma(a[i], b[i], acc[j]);
-  for (int w = 8; w >= 1; w /= 2) {
-    for (int j = 0; j < w; ++j) acc[j] += acc[j + w];
-  }
-  return acc[0];
-}
-
-inline void scores16(const float* q, const float* k, size_t stride, size_t len, size_t n,
-                     float scale, float* out) {
-  for (size_t j = 0; j < len; ++j) out[j] = dot16(q, k + j * stride, n) * scale;
-}
-
 // Row by row rather than element by element, so that the inner loop is a plain vector loop;
 // each element still sees the same operations in the same order.
 template <size_t Q>
@@ -398,11 +407,10 @@ inline void copy_floats(const float* from, size_t n, float* to) {
   for (; i < n; ++i) to[i] = from[i];
 }
 
-// Reads `n` K or V values of one head at `slot` as floats (a view for F32, a conversion for
-// F16: the hardware conversion is exact, as the scalar one).
-inline const float* load_row(const KvLayerView& kv, const void* base, size_t slot, size_t kv_offset,
-                             size_t n, float* buf) {
-  const size_t at = slot * kv.kv_dim + kv_offset;
+// n consecutive K or V values starting at element `at` as floats: a view for F32, a conversion
+// into buf for F16 (the hardware conversion is exact, as the scalar one).
+inline const float* load_floats(const KvLayerView& kv, const void* base, size_t at, size_t n,
+                                float* buf) {
   if (kv.type == GgmlType::F32) return static_cast<const float*>(base) + at;
   const uint16_t* h = static_cast<const uint16_t*>(base) + at;
   size_t i = 0;
@@ -421,20 +429,46 @@ inline const float* load_row(const KvLayerView& kv, const void* base, size_t slo
   return buf;
 }
 
-// One head's K or V rows of a block as floats, `stride` apart: converted into buf for F16. For
+// The `n` V values of one head at `slot` as floats.
+inline const float* load_row(const KvLayerView& kv, size_t slot, size_t kv_offset, size_t n,
+                             float* buf) {
+  return load_floats(kv, kv.v, kv.v_index(slot, kv_offset), n, buf);
+}
+
+// The `n` K values of one head at `slot` as floats, gathered from the transposed block (for
+// the reference; the kernel reads whole blocks).
+inline const float* load_k_row(const KvLayerView& kv, size_t slot, size_t kv_offset, size_t n,
+                               float* buf) {
+  for (size_t d = 0; d < n; ++d) {
+    const size_t at = kv.k_index(slot, kv_offset + d);
+    buf[d] = kv.type == GgmlType::F32 ? static_cast<const float*>(kv.k)[at]
+                                      : f16_to_f32(static_cast<const uint16_t*>(kv.k)[at]);
+  }
+  return buf;
+}
+
+// One head's K of cache block `block` as floats, transposed: dimension d of the block's slots
+// at the result + d * block_size. Contiguous in the cache, so a view for F32 and one linear
+// conversion into buf for F16.
+inline const float* k_block(const KvLayerView& kv, size_t block, size_t kv_offset, size_t head_dim,
+                            float* buf) {
+  const size_t bs = kv.block_size;
+  return load_floats(kv, kv.k, kv.k_index(block * bs, kv_offset), head_dim * bs, buf);
+}
+
+// One head's V rows of a block as floats, `stride` apart: converted into buf for F16. For
 // F32 they are read in place (rows kv_dim apart) by one query, but copied next to each other
 // into buf for a tile, whose queries read each row many times: rows of all heads apart crowd
 // into a few cache sets.
-inline const float* block_rows(const KvLayerView& kv, const void* base, size_t slot0, size_t len,
-                               size_t kv_offset, size_t head_dim, float* buf, size_t& stride,
-                               bool tile) {
+inline const float* v_rows(const KvLayerView& kv, size_t slot0, size_t len, size_t kv_offset,
+                           size_t head_dim, float* buf, size_t& stride, bool tile) {
   if (kv.type == GgmlType::F32 && (!tile || kv.kv_dim == head_dim)) {
     stride = kv.kv_dim;
-    return static_cast<const float*>(base) + slot0 * kv.kv_dim + kv_offset;
+    return static_cast<const float*>(kv.v) + kv.v_index(slot0, kv_offset);
   }
   for (size_t j = 0; j < len; ++j) {
     float* to = buf + j * head_dim;
-    const float* row = load_row(kv, base, slot0 + j, kv_offset, head_dim, to);
+    const float* row = load_row(kv, slot0 + j, kv_offset, head_dim, to);
     if (row != to) copy_floats(row, head_dim, to);
   }
   stride = head_dim;
@@ -505,16 +539,19 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
                  size_t head_dim, const int32_t* block_table, const int32_t* n_ctx, float scale,
                  float* scratch, float* const* out) {
   const size_t bs = kv.block_size;
-  // The queries and outputs are worked on in rows next to each other too (see block_rows),
-  // from the first cache line boundary in the scratch on.
+  // Few queries score several blocks together, so that a batch has kScoreBatch chains.
+  const size_t group = n_q >= kScoreBatch ? 1 : kScoreBatch / n_q;
+  // The queries and outputs are worked on in rows next to each other too (see v_rows), from
+  // the first cache line boundary in the scratch on.
   float* qbuf = scratch + (64 - reinterpret_cast<uintptr_t>(scratch) % 64) % 64 / sizeof(float);
   float* obuf = qbuf + kAttentionTile * head_dim;  // n_q x head_dim: the outputs, unnormalized
   float* m = obuf + kAttentionTile * head_dim;     // n_q running maxima
   float* l = m + kAttentionTile;                   // n_q running sums
   const size_t srow = attention_score_row(bs);     // bs padded to whole 16-lane vectors
-  float* score = l + kAttentionTile;               // n_q x srow scores of the current block
-  float* vbuf = score + kAttentionTile * srow;     // bs x head_dim: the block's K or V rows
+  float* score = l + kAttentionTile;               // group x n_q x srow scores
+  float* vbuf = score + kAttentionTile * srow;     // bs x head_dim: the block's V rows
   float* pbuf = vbuf + bs * head_dim;              // n_q x srow weights of the current block
+  float* kbuf = pbuf + kAttentionTile * srow;      // group x head_dim x bs: F16 K as floats
   const float* qi[kAttentionTile];
   float* oi[kAttentionTile];
   size_t max_ctx = 0;
@@ -527,76 +564,98 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
     l[i] = 0.0f;
     max_ctx = std::max(max_ctx, static_cast<size_t>(n_ctx[i]));
   }
-  // Rows of the current block query i sees (0 once past its context).
-  size_t len[kAttentionTile];
-  for (size_t start = 0, b = 0; start < max_ctx; start += bs, ++b) {
-    const size_t slot0 = static_cast<size_t>(block_table[b]) * bs;
-    const size_t block_len = std::min(bs, max_ctx - start);
-    for (size_t i = 0; i < n_q; ++i) {
-      const size_t n = static_cast<size_t>(n_ctx[i]);
-      len[i] = start < n ? std::min(bs, n - start) : 0;
-    }
-    // The block's K rows once, then each query's scores 16 rows at a time.
-    size_t k_stride;
-    const float* k0 =
-        block_rows(kv, kv.k, slot0, block_len, kv_offset, head_dim, vbuf, k_stride, n_q > 1);
-    for (size_t i = 0; i < n_q; ++i) {
-      for (size_t j = 0; j < len[i]; j += 16) {
-        scores16(qi[i], k0 + j * k_stride, k_stride, std::min<size_t>(16, len[i] - j), head_dim,
-                 scale, score + i * srow + j);
+  ScoreJob jobs[kAttentionTile];
+  size_t n_jobs = 0;
+  auto flush = [&](bool shared) {
+    run_scores(jobs, n_jobs, shared, bs, head_dim, scale);
+    n_jobs = 0;
+  };
+  for (size_t start = 0, b = 0; start < max_ctx;) {
+    // The group's blocks: where they are, how many rows, and the rows query i sees in each
+    // (0 once past its context).
+    size_t n_blocks = 0, slot0[kScoreBatch], block_len[kScoreBatch];
+    size_t lens[kScoreBatch][kAttentionTile];
+    for (; n_blocks < group && start < max_ctx; ++n_blocks, start += bs, ++b) {
+      const size_t g = n_blocks;
+      slot0[g] = static_cast<size_t>(block_table[b]) * bs;
+      block_len[g] = std::min(bs, max_ctx - start);
+      for (size_t i = 0; i < n_q; ++i) {
+        const size_t n = static_cast<size_t>(n_ctx[i]);
+        lens[g][i] = start < n ? std::min(bs, n - start) : 0;
+      }
+      // Scores 16 keys at a time: the tile's queries share each block's K loads; a lone query
+      // batches its blocks instead.
+      const float* kt = k_block(kv, static_cast<size_t>(block_table[b]), kv_offset, head_dim,
+                                kbuf + g * head_dim * bs);
+      for (size_t j0 = 0; j0 < block_len[g]; j0 += 16) {
+        for (size_t i = 0; i < n_q; ++i) {
+          if (lens[g][i] <= j0) continue;
+          jobs[n_jobs++] = {qi[i], kt + j0, std::min<size_t>(16, lens[g][i] - j0),
+                            score + (g * n_q + i) * srow + j0};
+        }
+        if (n_q > 1) {
+          flush(true);
+        } else if (n_jobs == kScoreBatch) {
+          flush(false);
+        }
       }
     }
-    // New maxima, then all the queries' corrections exp(m - m_new) in one vector (exp(-inf)
-    // = 0 on the first block); queries past their context keep m with a correction of 1.
-    float m_new[kAttentionTile], delta[kAttentionTile] = {}, correction[kAttentionTile];
-    for (size_t i = 0; i < n_q; ++i) {
-      m_new[i] = m[i];
-      if (len[i] == 0) continue;
-      float block_max = block_max16(score + i * srow, std::min<size_t>(16, len[i]));
-      for (size_t j = 16; j < len[i]; j += 16) {
-        block_max = max_lane(block_max,
-                             block_max16(score + i * srow + j, std::min<size_t>(16, len[i] - j)));
+    flush(false);
+    for (size_t g = 0; g < n_blocks; ++g) {
+      const size_t* len = lens[g];
+      const float* sc = score + g * n_q * srow;
+      // New maxima, then all the queries' corrections exp(m - m_new) in one vector (exp(-inf)
+      // = 0 on the first block); queries past their context keep m with a correction of 1.
+      float m_new[kAttentionTile], delta[kAttentionTile] = {}, correction[kAttentionTile];
+      for (size_t i = 0; i < n_q; ++i) {
+        m_new[i] = m[i];
+        if (len[i] == 0) continue;
+        float block_max = block_max16(sc + i * srow, std::min<size_t>(16, len[i]));
+        for (size_t j = 16; j < len[i]; j += 16) {
+          block_max =
+              max_lane(block_max, block_max16(sc + i * srow + j, std::min<size_t>(16, len[i] - j)));
+        }
+        m_new[i] = max_lane(m[i], block_max);
+        delta[i] = m[i] - m_new[i];
       }
-      m_new[i] = max_lane(m[i], block_max);
-      delta[i] = m[i] - m_new[i];
-    }
-    exp_tile(delta, correction);
-    // Weights and their sum (16 at a time, each 16 summed by the fixed tree), then the
-    // block's V rows once and each query's weighted sum over them, position by position as in
-    // the single-query order; four queries at a time share the V loads.
-    for (size_t i = 0; i < n_q; ++i) {
-      if (len[i] == 0) continue;
-      float sum = l[i] * correction[i];
-      for (size_t j = 0; j < len[i]; j += 16) {
-        sum += weights16(score + i * srow + j, std::min<size_t>(16, len[i] - j), m_new[i],
-                         pbuf + i * srow + j);
+      exp_tile(delta, correction);
+      // Weights and their sum (16 at a time, each 16 summed by the fixed tree), then the
+      // block's V rows once and each query's weighted sum over them, position by position as in
+      // the single-query order; four queries at a time share the V loads.
+      for (size_t i = 0; i < n_q; ++i) {
+        if (len[i] == 0) continue;
+        float sum = l[i] * correction[i];
+        for (size_t j = 0; j < len[i]; j += 16) {
+          sum += weights16(sc + i * srow + j, std::min<size_t>(16, len[i] - j), m_new[i],
+                           pbuf + i * srow + j);
+        }
+        l[i] = sum;
+        m[i] = m_new[i];
       }
-      l[i] = sum;
-      m[i] = m_new[i];
-    }
-    size_t v_stride;
-    const float* v0 =
-        block_rows(kv, kv.v, slot0, block_len, kv_offset, head_dim, vbuf, v_stride, n_q > 1);
-    // Queries four by four (those past their context skipped), then the rest together.
-    const float* p[4];
-    size_t len4[4];
-    float c[4];
-    float* o[4];
-    size_t k = 0;
-    for (size_t i = 0; i < n_q; ++i) {
-      if (len[i] == 0) continue;
-      p[k] = pbuf + i * srow;
-      len4[k] = len[i];
-      c[k] = correction[i];
-      o[k] = oi[i];
-      if (++k == 4) {
-        accumulate_rows<4>(p, len4, c, o, v0, v_stride, head_dim);
-        k = 0;
+      size_t v_stride;
+      const float* v0 =
+          v_rows(kv, slot0[g], block_len[g], kv_offset, head_dim, vbuf, v_stride, n_q > 1);
+      // Queries four by four (those past their context skipped), then the rest together.
+      const float* p[4];
+      size_t len4[4];
+      float c[4];
+      float* o[4];
+      size_t k = 0;
+      for (size_t i = 0; i < n_q; ++i) {
+        if (len[i] == 0) continue;
+        p[k] = pbuf + i * srow;
+        len4[k] = len[i];
+        c[k] = correction[i];
+        o[k] = oi[i];
+        if (++k == 4) {
+          accumulate_rows<4>(p, len4, c, o, v0, v_stride, head_dim);
+          k = 0;
+        }
       }
+      if (k == 3) accumulate_rows<3>(p, len4, c, o, v0, v_stride, head_dim);
+      if (k == 2) accumulate_rows<2>(p, len4, c, o, v0, v_stride, head_dim);
+      if (k == 1) accumulate_rows<1>(p, len4, c, o, v0, v_stride, head_dim);
     }
-    if (k == 3) accumulate_rows<3>(p, len4, c, o, v0, v_stride, head_dim);
-    if (k == 2) accumulate_rows<2>(p, len4, c, o, v0, v_stride, head_dim);
-    if (k == 1) accumulate_rows<1>(p, len4, c, o, v0, v_stride, head_dim);
   }
   for (size_t i = 0; i < n_q; ++i) {
     const float inv = 1.0f / l[i];

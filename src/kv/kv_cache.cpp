@@ -43,16 +43,19 @@ KvCache::KvCache(const ModelConfig& cfg, size_t n_blocks, size_t block_size, KvT
 }
 
 void KvCache::write(size_t layer, size_t slot, const float* k, const float* v) {
-  const size_t at = slot * kv_dim_ * elem_bytes_;
+  // K goes down a column of its block's [kv_dim][block_size] layout (see KvLayerView).
+  const KvLayerView view = layer_view(layer);
+  const size_t k0 = view.k_index(slot, 0), v0 = view.v_index(slot, 0);
   if (type_ == KvType::f32) {
-    std::memcpy(k_[layer].data() + at, k, kv_dim_ * sizeof(float));
-    std::memcpy(v_[layer].data() + at, v, kv_dim_ * sizeof(float));
+    float* kf = reinterpret_cast<float*>(k_[layer].data()) + k0;
+    for (size_t i = 0; i < kv_dim_; ++i) kf[i * block_size_] = k[i];
+    std::memcpy(reinterpret_cast<float*>(v_[layer].data()) + v0, v, kv_dim_ * sizeof(float));
     return;
   }
-  uint16_t* kh = reinterpret_cast<uint16_t*>(k_[layer].data() + at);
-  uint16_t* vh = reinterpret_cast<uint16_t*>(v_[layer].data() + at);
+  uint16_t* kh = reinterpret_cast<uint16_t*>(k_[layer].data()) + k0;
+  uint16_t* vh = reinterpret_cast<uint16_t*>(v_[layer].data()) + v0;
   for (size_t i = 0; i < kv_dim_; ++i) {
-    kh[i] = kernels::f32_to_f16(k[i]);
+    kh[i * block_size_] = kernels::f32_to_f16(k[i]);
     vh[i] = kernels::f32_to_f16(v[i]);
   }
 }

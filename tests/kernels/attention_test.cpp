@@ -218,7 +218,7 @@ TEST_P(Attention, AnyTileAnyIsaSameBits) {
   IsaGuard guard;
   std::mt19937 rng(9);
   std::normal_distribution<float> d(0.0f, 1.0f);
-  for (size_t bs : {8u, 16u, 32u}) {
+  for (size_t bs : {5u, 8u, 16u, 32u, 48u}) {
     for (size_t head_dim : {8u, 64u, 72u, 128u}) {
       const size_t n_blocks = 160 / bs + 1;
       Pool pool(GetParam(), head_dim * 2, bs, n_blocks, static_cast<uint32_t>(bs + head_dim));

@@ -1,0 +1,70 @@
+// The cache's byte layout: what write() stores is found where KvLayerView says (K transposed
+// within each block, V by slot), in either storage type, and copy_block moves whole blocks.
+#include "kv/kv_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "kernels/fp16.h"
+
+namespace lift {
+namespace {
+
+ModelConfig tiny_config() {
+  ModelConfig cfg;
+  cfg.n_layers = 2;
+  cfg.n_heads = 4;
+  cfg.n_kv_heads = 2;
+  cfg.head_dim = 8;
+  cfg.dim = 32;
+  return cfg;
+}
+
+float read(const KvLayerView& view, const void* base, size_t at) {
+  if (view.type == GgmlType::F32) return static_cast<const float*>(base)[at];
+  return kernels::f16_to_f32(static_cast<const uint16_t*>(base)[at]);
+}
+
+TEST(KvCache, WrittenRowsAreWhereTheViewSays) {
+  const ModelConfig cfg = tiny_config();
+  const size_t kv_dim = static_cast<size_t>(cfg.kv_dim());
+  for (KvType type : {KvType::f32, KvType::f16}) {
+    for (size_t bs : {1u, 5u, 16u}) {
+      KvCache cache(cfg, 4, bs, type);
+      std::mt19937 rng(7);
+      std::uniform_int_distribution<int> small(-64, 64);  // exact in f16 after / 8
+      std::vector<std::vector<float>> k(4 * bs), v(4 * bs);
+      for (size_t s = 0; s < 4 * bs; ++s) {
+        for (size_t e = 0; e < kv_dim; ++e) {
+          k[s].push_back(static_cast<float>(small(rng)) / 8);
+          v[s].push_back(static_cast<float>(small(rng)) / 8);
+        }
+        cache.write(1, s, k[s].data(), v[s].data());
+      }
+      const KvLayerView view = cache.layer_view(1);
+      for (size_t s = 0; s < 4 * bs; ++s) {
+        for (size_t e = 0; e < kv_dim; ++e) {
+          ASSERT_EQ(read(view, view.k, view.k_index(s, e)), k[s][e]) << s << " " << e;
+          ASSERT_EQ(read(view, view.v, view.v_index(s, e)), v[s][e]) << s << " " << e;
+        }
+      }
+      // One head's K of a block is contiguous, dimension-major.
+      EXPECT_EQ(view.k_index(2 * bs, 3), view.k_index(2 * bs, 0) + 3 * bs);
+      EXPECT_EQ(view.k_index(2 * bs + bs - 1, 0), view.k_index(2 * bs, 0) + bs - 1);
+
+      // Block 2 copied over block 0 carries every slot's K and V.
+      cache.copy_block(2, 0);
+      for (size_t j = 0; j < bs; ++j) {
+        for (size_t e = 0; e < kv_dim; ++e) {
+          ASSERT_EQ(read(view, view.k, view.k_index(j, e)), k[2 * bs + j][e]);
+          ASSERT_EQ(read(view, view.v, view.v_index(j, e)), v[2 * bs + j][e]);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace lift
