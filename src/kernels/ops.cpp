@@ -12,20 +12,48 @@
 
 namespace lift::kernels {
 
-namespace attention_avx2 {
-void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_t kv_offset,
-                 size_t head_dim, const int32_t* block_table, const int32_t* n_ctx, float scale,
-                 float* scratch, float* const* out);
-void exp_lanes(const float* x, size_t n, float* y);
-void swiglu_lanes(const float* gate, const float* up, size_t n, float* out);
-}  // namespace attention_avx2
-namespace attention_avx512 {
-void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_t kv_offset,
-                 size_t head_dim, const int32_t* block_table, const int32_t* n_ctx, float scale,
-                 float* scratch, float* const* out);
-void exp_lanes(const float* x, size_t n, float* y);
-void swiglu_lanes(const float* gate, const float* up, size_t n, float* out);
-}  // namespace attention_avx512
+// The fast attention and its exp are compiled once per instruction set (ops_attention_*.cpp,
+// from ops_attention_impl.h); each translation unit defines these in its own namespace.
+#define LIFT_DECLARE_ATTENTION(ns)                                                                 \
+  namespace ns {                                                                                   \
+  void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_t kv_offset,     \
+                   size_t head_dim, const int32_t* block_table, const int32_t* n_ctx, float scale, \
+                   float* scratch, float* const* out);                                             \
+  void exp_lanes(const float* x, size_t n, float* y);                                              \
+  void swiglu_lanes(const float* gate, const float* up, size_t n, float* out);                     \
+  }
+LIFT_DECLARE_ATTENTION(attention_avx2)
+LIFT_DECLARE_ATTENTION(attention_avx512)
+#undef LIFT_DECLARE_ATTENTION
+
+namespace {
+
+// One instruction set's versions.
+struct AttentionKernels {
+  decltype(&attention_generic::attend_tile) attend_tile;
+  decltype(&attention_generic::exp_lanes) exp_lanes;
+  decltype(&attention_generic::swiglu_lanes) swiglu_lanes;
+};
+
+const AttentionKernels& attention_kernels() {
+  static constexpr AttentionKernels kGeneric{attention_generic::attend_tile,
+                                             attention_generic::exp_lanes,
+                                             attention_generic::swiglu_lanes};
+  static constexpr AttentionKernels kAvx2{attention_avx2::attend_tile, attention_avx2::exp_lanes,
+                                          attention_avx2::swiglu_lanes};
+  static constexpr AttentionKernels kAvx512{
+      attention_avx512::attend_tile, attention_avx512::exp_lanes, attention_avx512::swiglu_lanes};
+  switch (active_isa()) {
+    case Isa::avx512:
+      return kAvx512;
+    case Isa::avx2:
+      return kAvx2;
+    default:
+      return kGeneric;
+  }
+}
+
+}  // namespace
 
 void rmsnorm_row(const float* x, const float* weight, size_t dim, float eps, float* y) {
   // Eight independent double partial sums (lane j takes i = j mod 8), combined in a fixed
@@ -68,44 +96,17 @@ void rope_row(float* x, size_t n_heads, size_t head_dim, size_t rope_dim, const 
 // SwiGLU through the attention's exp: bitwise the same on every ISA (the reference backend
 // shares it), and vectorized.
 void swiglu(const float* gate, const float* up, size_t n, float* out) {
-  switch (active_isa()) {
-    case Isa::avx512:
-      return attention_avx512::swiglu_lanes(gate, up, n, out);
-    case Isa::avx2:
-      return attention_avx2::swiglu_lanes(gate, up, n, out);
-    default:
-      return attention_generic::swiglu_lanes(gate, up, n, out);
-  }
+  attention_kernels().swiglu_lanes(gate, up, n, out);
 }
 
-// The fast attention is compiled once per instruction set (ops_attention_*.cpp, from
-// ops_attention_impl.h); the compiler vectorizes the same lane-wise code for each.
 void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_t kv_offset,
                  size_t head_dim, const int32_t* block_table, const int32_t* n_ctx, float scale,
                  float* scratch, float* const* out) {
-  switch (active_isa()) {
-    case Isa::avx512:
-      return attention_avx512::attend_tile(q, n_q, kv, kv_offset, head_dim, block_table, n_ctx,
-                                           scale, scratch, out);
-    case Isa::avx2:
-      return attention_avx2::attend_tile(q, n_q, kv, kv_offset, head_dim, block_table, n_ctx, scale,
-                                         scratch, out);
-    default:
-      return attention_generic::attend_tile(q, n_q, kv, kv_offset, head_dim, block_table, n_ctx,
-                                            scale, scratch, out);
-  }
+  attention_kernels().attend_tile(q, n_q, kv, kv_offset, head_dim, block_table, n_ctx, scale,
+                                  scratch, out);
 }
 
-void softmax_exp(const float* x, size_t n, float* y) {
-  switch (active_isa()) {
-    case Isa::avx512:
-      return attention_avx512::exp_lanes(x, n, y);
-    case Isa::avx2:
-      return attention_avx2::exp_lanes(x, n, y);
-    default:
-      return attention_generic::exp_lanes(x, n, y);
-  }
-}
+void softmax_exp(const float* x, size_t n, float* y) { attention_kernels().exp_lanes(x, n, y); }
 
 void attend_head(const float* q, const KvLayerView& kv, size_t kv_offset, size_t head_dim,
                  const int32_t* block_table, int32_t n_ctx, float scale, float* scratch,
