@@ -112,29 +112,12 @@ class CpuBackend final : public RowOpsBackend {
   }
   static constexpr size_t kPanelTile = 4 * kernels::kPanelRows;
 
- public:
-  // Row-wise ops over the pool: rows are independent and each is reduced in its fixed order;
-  // SwiGLU is elementwise, so any split gives the same values.
-  void rmsnorm(const float* x, const float* weight, size_t n_rows, size_t dim, float eps,
-               float* y) override {
-    pool_.parallel_for(n_rows, [&](size_t r, int) {
-      kernels::rmsnorm_row(x + r * dim, weight, dim, eps, y + r * dim);
-    });
-  }
-  void rope(float* x, size_t n_rows, size_t n_heads, size_t head_dim, size_t rope_dim,
-            const float* cs) override {
-    pool_.parallel_for(n_rows, [&](size_t r, int) {
-      kernels::rope_row(x + r * n_heads * head_dim, n_heads, head_dim, rope_dim, cs + r * rope_dim);
-    });
-  }
-  void swiglu(const float* gate, const float* up, size_t n, float* out) override {
-    constexpr size_t kChunk = 1024;
-    pool_.parallel_for((n + kChunk - 1) / kChunk, [&](size_t c, int) {
-      const size_t i = c * kChunk;
-      kernels::swiglu(gate + i, up + i, std::min(kChunk, n - i), out + i);
-    });
+ protected:
+  void run_rows(size_t n, RowFn fn, const void* ctx) override {
+    pool_.parallel_for(n, [&](size_t i, int) { fn(ctx, i); });
   }
 
+ public:
   void attention(const AttentionArgs& a) override {
     const size_t need = kernels::attention_scratch_floats(a.kv.block_size, a.head_dim);
     for (auto& s : scratch_) {
