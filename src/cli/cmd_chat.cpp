@@ -10,7 +10,6 @@
 #include "cli/engine_options.h"
 #include "engine/engine.h"
 #include "server/chat_template.h"
-#include "server/openai_request.h"
 
 namespace lift::cli {
 

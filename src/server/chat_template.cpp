@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "gguf/gguf_file.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
 namespace lift {
@@ -350,6 +351,28 @@ ChatTemplate choose_chat_template(const gguf::File& file, std::optional<ChatForm
   ct.note = "chat template: chatml (fallback: " + problem +
             "); pass --chat-template NAME to choose another";
   return ct;
+}
+
+ChatPrompt build_chat_prompt(const Tokenizer& tok, ChatFormat format,
+                             const std::vector<ChatMessage>& messages) {
+  ChatPrompt p;
+  const std::string text = render_chat(format, messages, /*add_generation_prompt=*/true,
+                                       tok.token_to_piece(tok.vocab().bos_id(), true),
+                                       tok.token_to_piece(tok.vocab().eos_id(), true));
+  // The rendered text carries the template's special tokens (and BOS where the template
+  // has one), so it is tokenized with special tokens parsed and no extra BOS.
+  p.tokens = tok.encode(text, /*add_bos=*/false, /*parse_special=*/true);
+  // End-of-turn markers are special tokens in the models that use them: stop on the token
+  // (special tokens decode to no text). In a vocabulary without them, match the text.
+  for (const auto& s : stop_strings(format)) {
+    const auto ids = tok.encode(s, false, true);
+    if (ids.size() == 1 && tok.vocab().is_control(ids[0])) {
+      p.stop_token_ids.push_back(ids[0]);
+    } else {
+      p.stop.push_back(s);
+    }
+  }
+  return p;
 }
 
 }  // namespace lift

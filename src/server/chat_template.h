@@ -34,6 +34,7 @@
 // tokens.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -44,6 +45,7 @@ namespace lift {
 namespace gguf {
 class File;
 }
+class Tokenizer;
 
 enum class ChatFormat { chatml, llama2, llama3, mistral, gemma, zephyr, phi3 };
 
@@ -109,5 +111,16 @@ struct ChatTemplate {
 // that is not recognised, falls back to ChatML, and `note` says so (the server prints it at
 // start-up).
 ChatTemplate choose_chat_template(const gguf::File& file, std::optional<ChatFormat> forced);
+
+// A conversation rendered with a chat template and tokenized, with the template's
+// end-of-turn markers as stop tokens (or stop strings where the vocabulary lacks them).
+struct ChatPrompt {
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> stop_token_ids;
+  std::vector<std::string> stop;
+};
+// Throws lift::Error for conversations the template rejects.
+ChatPrompt build_chat_prompt(const Tokenizer& tok, ChatFormat format,
+                             const std::vector<ChatMessage>& messages);
 
 }  // namespace lift

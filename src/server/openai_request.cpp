@@ -78,7 +78,8 @@ void reject_unsupported(const json& body, std::initializer_list<const char*> key
 
 void parse_common(const json& b, const ApiContext& ctx, ApiRequest& r) {
   RequestParams& p = r.params;
-  if (present(b, "model")) r.model = string_field(b["model"], "model");
+  // Checked but not used: lift serves its one model whatever the request names.
+  if (present(b, "model")) string_field(b["model"], "model");
   if (present(b, "temperature"))
     p.sampling.temperature = static_cast<float>(number(b["temperature"], "temperature", 0, 2));
   if (present(b, "top_p")) {
@@ -203,34 +204,10 @@ void finish_params(const json& b, const ApiContext& ctx, ApiRequest& r, int defa
     p.max_tokens = std::min(default_max, room);
   }
   if (p.min_tokens > p.max_tokens) bad("min_tokens", "'min_tokens' must not exceed max_tokens");
-  p.logprobs = r.logprobs;
-  p.sampling.n_logprobs = r.top_logprobs;
   if (const std::string err = p.validate(ctx.vocab_size); !err.empty()) bad("", err);
 }
 
 }  // namespace
-
-ChatPrompt build_chat_prompt(const Tokenizer& tok, ChatFormat format,
-                             const std::vector<ChatMessage>& messages) {
-  ChatPrompt p;
-  const std::string text = render_chat(format, messages, /*add_generation_prompt=*/true,
-                                       tok.token_to_piece(tok.vocab().bos_id(), true),
-                                       tok.token_to_piece(tok.vocab().eos_id(), true));
-  // The rendered text carries the template's special tokens (and BOS where the template
-  // has one), so it is tokenized with special tokens parsed and no extra BOS.
-  p.tokens = tok.encode(text, /*add_bos=*/false, /*parse_special=*/true);
-  // End-of-turn markers are special tokens in the models that use them: stop on the token
-  // (special tokens decode to no text). In a vocabulary without them, match the text.
-  for (const auto& s : stop_strings(format)) {
-    const auto ids = tok.encode(s, false, true);
-    if (ids.size() == 1 && tok.vocab().is_control(ids[0])) {
-      p.stop_token_ids.push_back(ids[0]);
-    } else {
-      p.stop.push_back(s);
-    }
-  }
-  return p;
-}
 
 json parse_json_object(const std::string& body) {
   json b = json::parse(body, nullptr, /*allow_exceptions=*/false);
@@ -263,8 +240,9 @@ ApiRequest parse_completion_request(const std::string& body, const ApiContext& c
   if (r.prompt.empty()) r.prompt.push_back(ctx.tok.vocab().bos_id());
   parse_common(b, ctx, r);
   if (present(b, "logprobs")) {
-    r.top_logprobs = static_cast<int>(integer(b["logprobs"], "logprobs", 0, kMaxLogprobs));
-    r.logprobs = true;
+    r.params.sampling.n_logprobs =
+        static_cast<int>(integer(b["logprobs"], "logprobs", 0, kMaxLogprobs));
+    r.params.logprobs = true;
   }
   finish_params(b, ctx, r, 16);
   return r;
@@ -315,10 +293,11 @@ ApiRequest parse_chat_request(const std::string& body, const ApiContext& ctx) {
   r.params.stop_token_ids.insert(r.params.stop_token_ids.end(), cp.stop_token_ids.begin(),
                                  cp.stop_token_ids.end());
   r.params.stop.insert(r.params.stop.end(), cp.stop.begin(), cp.stop.end());
-  if (present(b, "logprobs")) r.logprobs = boolean(b["logprobs"], "logprobs");
+  if (present(b, "logprobs")) r.params.logprobs = boolean(b["logprobs"], "logprobs");
   if (present(b, "top_logprobs")) {
-    r.top_logprobs = static_cast<int>(integer(b["top_logprobs"], "top_logprobs", 0, kMaxLogprobs));
-    if (!r.logprobs) bad("top_logprobs", "'top_logprobs' requires 'logprobs': true");
+    r.params.sampling.n_logprobs =
+        static_cast<int>(integer(b["top_logprobs"], "top_logprobs", 0, kMaxLogprobs));
+    if (!r.params.logprobs) bad("top_logprobs", "'top_logprobs' requires 'logprobs': true");
   }
   finish_params(b, ctx, r, ctx.context_length);
   return r;

@@ -14,13 +14,10 @@ namespace lift {
 
 struct ApiRequest {
   bool chat = false;
-  std::string model;
   std::vector<int32_t> prompt;
-  RequestParams params;
+  RequestParams params;  // logprobs: params.logprobs and params.sampling.n_logprobs
   bool stream = false;
   bool include_usage = false;
-  bool logprobs = false;  // report logprobs at all
-  int top_logprobs = 0;
 };
 
 struct ApiContext {
@@ -29,17 +26,6 @@ struct ApiContext {
   int context_length;
   int vocab_size;
 };
-
-// A conversation rendered with a chat template and tokenized, with the template's
-// end-of-turn markers as stop tokens (or stop strings where the vocabulary lacks them).
-struct ChatPrompt {
-  std::vector<int32_t> tokens;
-  std::vector<int32_t> stop_token_ids;
-  std::vector<std::string> stop;
-};
-// Throws lift::Error for conversations the template rejects.
-ChatPrompt build_chat_prompt(const Tokenizer& tok, ChatFormat format,
-                             const std::vector<ChatMessage>& messages);
 
 // body: the raw request body. Throws ApiError.
 ApiRequest parse_completion_request(const std::string& body, const ApiContext& ctx);

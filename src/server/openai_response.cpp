@@ -100,8 +100,8 @@ json ResponseBuilder::chunk(const RequestOutput& out) const {
   const char* fr = openai_finish_reason(out.finish);
   json choice = {
       {"index", out.index},
-      {"logprobs",
-       req_.logprobs && !out.logprobs.empty() ? logprobs_json(out.logprobs, 0) : json(nullptr)},
+      {"logprobs", req_.params.logprobs && !out.logprobs.empty() ? logprobs_json(out.logprobs, 0)
+                                                                 : json(nullptr)},
       {"finish_reason", fr ? json(fr) : json(nullptr)}};
   json c;
   if (req_.chat) {
@@ -133,7 +133,7 @@ json ResponseBuilder::full(const std::vector<SampleAccum>& samples, int prompt_t
     completion += s.completion_tokens;
     const char* fr = openai_finish_reason(s.finish);
     json c = {{"index", i},
-              {"logprobs", req_.logprobs ? logprobs_json(s.logprobs, 0) : json(nullptr)},
+              {"logprobs", req_.params.logprobs ? logprobs_json(s.logprobs, 0) : json(nullptr)},
               {"finish_reason", fr ? json(fr) : json("stop")}};
     if (req_.chat) {
       c["message"] = {{"role", "assistant"}, {"content", s.text}};
