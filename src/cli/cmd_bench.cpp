@@ -11,15 +11,13 @@
 
 #include "cli/commands.h"
 #include "cli/engine_options.h"
+#include "cli/timing.h"
 #include "engine/engine.h"
 #include "util/error.h"
 
 namespace lift::cli {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double secs(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 std::vector<int32_t> random_prompt(std::mt19937_64& rng, int len, int vocab, int32_t bos) {
   std::vector<int32_t> p;

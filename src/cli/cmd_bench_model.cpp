@@ -14,6 +14,7 @@
 #include <random>
 
 #include "cli/commands.h"
+#include "cli/timing.h"
 #include "kernels/act_quant.h"
 #include "kernels/isa.h"
 #include "kernels/probes.h"
@@ -24,9 +25,6 @@
 namespace lift::cli {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double secs(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 struct ModelBenchOptions {
   std::string model;

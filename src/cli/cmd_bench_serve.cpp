@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/timing.h"
 #include "util/bench_stats.h"
 #include "util/error.h"
 
@@ -28,10 +29,8 @@ namespace lift::cli {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using bench::RequestResult;
 using nlohmann::json;
-double secs(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 struct ServeBenchOptions {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/timing.h"
 #include "engine/generate.h"
 #include "kernels/isa.h"
 #include "model/llama_model.h"
@@ -38,11 +39,10 @@ struct GenerateOptions {
 };
 
 int run_generate(const GenerateOptions& o) {
-  const auto t_load = std::chrono::steady_clock::now();
+  const auto t_load = Clock::now();
   auto model = LlamaModel::load(o.model);
   const Tokenizer tok = Tokenizer::from_gguf(model->file());
-  const double load_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
+  const double load_s = secs(Clock::now() - t_load);
 
   ThreadPool pool(o.threads);
   BackendOptions bo;
