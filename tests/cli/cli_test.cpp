@@ -1,14 +1,13 @@
 // The lift command line as a user runs it: golden generation, the KV-cache comparison,
 // a scripted two-turn chat, and clear errors for bad input.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
-
-#include <unistd.h>
 
 #include "test_paths.h"
 
@@ -37,19 +36,13 @@ CliRun run(const std::string& args, const std::string& input = "") {
 }
 
 std::string ids_of(const std::string& record, size_t n) {
-  std::ifstream in(test::model_path("stories260K/reference_outputs.json"));
-  const auto j = nlohmann::json::parse(in);
-  for (const auto& r : j["runs"]) {
-    if (r["name"] == record) {
-      std::string s;
-      for (size_t i = 0; i < n; ++i) {
-        if (i) s += ' ';
-        s += std::to_string(r["generated_ids"][i].get<int>());
-      }
-      return s;
-    }
+  const auto& r = test::stories260k_run(record);
+  std::string s;
+  for (size_t i = 0; i < n; ++i) {
+    if (i) s += ' ';
+    s += std::to_string(r["generated_ids"][i].get<int>());
   }
-  return "?";
+  return s;
 }
 
 const std::string kModel = "-m " + test::model_path("stories260K/stories260K.gguf");

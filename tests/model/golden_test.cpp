@@ -2,7 +2,6 @@
 // (see ../shared/models/README.md) must come out exactly, with and without the KV cache.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "engine/generate.h"
@@ -19,15 +18,9 @@ struct Record {
 };
 
 Record load_record(const std::string& name) {
-  std::ifstream in(test::model_path("stories260K/reference_outputs.json"));
-  const auto j = nlohmann::json::parse(in);
-  for (const auto& r : j["runs"]) {
-    if (r["name"] == name) {
-      return {r["prompt_ids"].get<std::vector<int32_t>>(),
-              r["generated_ids"].get<std::vector<int32_t>>()};
-    }
-  }
-  throw std::runtime_error("no record " + name);
+  const auto& r = test::stories260k_run(name);
+  return {r["prompt_ids"].get<std::vector<int32_t>>(),
+          r["generated_ids"].get<std::vector<int32_t>>()};
 }
 
 std::vector<int32_t> greedy(LlamaModel& m, Backend& be, std::vector<int32_t> prompt, size_t n,
