@@ -112,11 +112,6 @@ class CpuBackend final : public RowOpsBackend {
   }
   static constexpr size_t kPanelTile = 4 * kernels::kPanelRows;
 
- protected:
-  void run_rows(size_t n, RowFn fn, const void* ctx) override {
-    pool_.parallel_for(n, [&](size_t i, int) { fn(ctx, i); });
-  }
-
  public:
   void attention(const AttentionArgs& a) override {
     const size_t need = kernels::attention_scratch_floats(a.kv.block_size, a.head_dim);
@@ -152,6 +147,12 @@ class CpuBackend final : public RowOpsBackend {
                            a.block_tables[t0], a.n_ctx + t0, a.scale,
                            scratch_[static_cast<size_t>(thread)].data(), out);
     });
+  }
+
+ protected:
+  // Row ops (embedding lookup, RMSNorm, RoPE, SwiGLU chunks) over the pool.
+  void run_rows(size_t n, RowFn fn, const void* ctx) override {
+    pool_.parallel_for(n, [&](size_t i, int) { fn(ctx, i); });
   }
 
  private:

@@ -182,15 +182,16 @@ void f_tile(const Args& a, size_t p0, size_t r0) {
 // tiles, so only the last block of a call can end in a partial tile.
 constexpr size_t kRowBlockTiles = 8;
 
-// Rows [r_begin, r_end) in tiles of R, then whatever is left (< R rows) as one tile of exactly
-// that many: small tiles have too few independent accumulators to hide the FMA latency, so
-// splitting a remainder further costs more than its share.
+// One tile of exactly m rows, 1 <= m <= M.
 template <template <class, int, int> class Tile, class W, int C, int M>
 void rest(const Args& a, size_t p, size_t r, size_t m) {
   if (m == static_cast<size_t>(M)) return Tile<W, C, M>::run(a, p, r);
   if constexpr (M > 1) rest<Tile, W, C, M - 1>(a, p, r, m);
 }
 
+// Rows [r_begin, r_end) in tiles of R, then whatever is left (< R rows) as one tile of exactly
+// that many: small tiles have too few independent accumulators to hide the FMA latency, so
+// splitting a remainder further costs more than its share.
 template <template <class, int, int> class Tile, class W, int C, int R>
 void rows(const Args& a, size_t p, size_t r_begin, size_t r_end) {
   size_t r = r_begin;

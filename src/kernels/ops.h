@@ -21,11 +21,14 @@ void swiglu(const float* gate, const float* up, size_t n, float* out);
 inline constexpr size_t kAttentionTile = 16;
 // A query's scores and weights of one block take whole 16-lane vectors.
 inline size_t attention_score_row(size_t block_size) { return (block_size + 15) / 16 * 16; }
+// Score chains attend_tile runs at once; a lone query batches this many blocks.
+inline constexpr size_t kAttentionScoreBatch = 8;
 inline size_t attention_scratch_floats(size_t block_size, size_t head_dim) {
-  // Queries, outputs, maxima, sums, scores, one block's V rows, weights, and K of up to 8
-  // blocks converted from F16.
+  // Queries, outputs, maxima, sums, scores, one block's V rows, weights, and the K of up to
+  // kAttentionScoreBatch blocks converted from F16 (unused for an F32 cache).
   const size_t t = kAttentionTile, row = attention_score_row(block_size);
-  return 16 + 2 * t * head_dim + 2 * t + 2 * t * row + 9 * block_size * head_dim;
+  return 16 + 2 * t * head_dim + 2 * t + 2 * t * row +
+         (1 + kAttentionScoreBatch) * block_size * head_dim;
 }
 
 // Attention of n_q <= kAttentionTile queries of one head, all of one sequence (query i sees

@@ -10,6 +10,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <utility>
 
 #include "kernels/backend.h"
 #include "kernels/fp16.h"
@@ -172,27 +173,44 @@ struct ScoreJob {
   const float* q;
   const float* kt;
   size_t len;
-  float* out;  // 16 floats: the scores, then zeros past len
+  float* out;  // 16 floats: the scores, then lanes past len (never read)
 };
-inline constexpr size_t kScoreBatch = 8;
+inline constexpr size_t kScoreBatch = kAttentionScoreBatch;
 
 #if defined(__AVX512F__)
-// (Every loop over the batch is unrolled: otherwise GCC keeps acc in memory and stores it at
-// every step.)
-template <size_t G>
+inline __mmask16 mask16(size_t len) {
+  return static_cast<__mmask16>(len >= 16 ? 0xFFFF : (1u << len) - 1);
+}
+
+// G jobs at once. kShared: all read the same keys (a tile's queries against one block), so
+// each k[d] is loaded once, for the longest len (lanes past a job's own len see other keys of
+// the block; those scores are never read). Every loop over the batch is unrolled: otherwise
+// GCC keeps acc in memory and stores it at every step.
+template <size_t G, bool kShared>
 inline void score_batch(const ScoreJob* jobs, size_t stride, size_t n, float scale) {
   __m512 acc[G];
   __mmask16 m[G];
+  size_t longest = 0;
 #pragma GCC unroll 16
   for (size_t a = 0; a < G; ++a) {
     acc[a] = _mm512_setzero_ps();
-    m[a] = static_cast<__mmask16>(jobs[a].len >= 16 ? 0xFFFF : (1u << jobs[a].len) - 1);
+    m[a] = mask16(jobs[a].len);
+    longest = std::max(longest, jobs[a].len);
   }
+  const __mmask16 shared_mask = mask16(longest);
   for (size_t d = 0; d < n; ++d) {
+    if constexpr (kShared) {
+      const __m512 k = _mm512_maskz_loadu_ps(shared_mask, jobs[0].kt + d * stride);
 #pragma GCC unroll 16
-    for (size_t a = 0; a < G; ++a) {
-      acc[a] = _mm512_fmadd_ps(_mm512_set1_ps(jobs[a].q[d]),
-                               _mm512_maskz_loadu_ps(m[a], jobs[a].kt + d * stride), acc[a]);
+      for (size_t a = 0; a < G; ++a) {
+        acc[a] = _mm512_fmadd_ps(_mm512_set1_ps(jobs[a].q[d]), k, acc[a]);
+      }
+    } else {
+#pragma GCC unroll 16
+      for (size_t a = 0; a < G; ++a) {
+        acc[a] = _mm512_fmadd_ps(_mm512_set1_ps(jobs[a].q[d]),
+                                 _mm512_maskz_loadu_ps(m[a], jobs[a].kt + d * stride), acc[a]);
+      }
     }
   }
 #pragma GCC unroll 16
@@ -200,36 +218,8 @@ inline void score_batch(const ScoreJob* jobs, size_t stride, size_t n, float sca
     _mm512_storeu_ps(jobs[a].out, _mm512_mul_ps(acc[a], _mm512_set1_ps(scale)));
   }
 }
-
-// The same when all jobs share one K block (the queries of a tile): each k[d] is loaded once.
-template <size_t G>
-inline void score_batch_shared_k(const ScoreJob* jobs, size_t stride, size_t n, float scale) {
-  __m512 acc[G];
-  size_t len = 0;
-#pragma GCC unroll 16
-  for (size_t a = 0; a < G; ++a) {
-    acc[a] = _mm512_setzero_ps();
-    len = std::max(len, jobs[a].len);
-  }
-  // Lanes past a job's own len see other keys of the block: their scores are never read.
-  const __mmask16 m = static_cast<__mmask16>(len >= 16 ? 0xFFFF : (1u << len) - 1);
-  const float* kt = jobs[0].kt;
-  for (size_t d = 0; d < n; ++d) {
-    const __m512 k = _mm512_maskz_loadu_ps(m, kt + d * stride);
-#pragma GCC unroll 16
-    for (size_t a = 0; a < G; ++a) {
-      acc[a] = _mm512_fmadd_ps(_mm512_set1_ps(jobs[a].q[d]), k, acc[a]);
-    }
-  }
-#pragma GCC unroll 16
-  for (size_t a = 0; a < G; ++a) {
-    const __mmask16 own =
-        static_cast<__mmask16>(jobs[a].len >= 16 ? 0xFFFF : (1u << jobs[a].len) - 1);
-    _mm512_storeu_ps(jobs[a].out, _mm512_maskz_mul_ps(own, acc[a], _mm512_set1_ps(scale)));
-  }
-}
 #else
-template <size_t G>
+template <size_t G, bool kShared>
 inline void score_batch(const ScoreJob* jobs, size_t stride, size_t n, float scale) {
   for (size_t a = 0; a < G; ++a) {
     float acc[16] = {};
@@ -239,49 +229,28 @@ inline void score_batch(const ScoreJob* jobs, size_t stride, size_t n, float sca
       const float* k = job.kt + d * stride;
       for (size_t j = 0; j < job.len; ++j) acc[j] = std::fma(qd, k[j], acc[j]);
     }
-    for (size_t j = 0; j < 16; ++j) job.out[j] = j < job.len ? acc[j] * scale : 0.0f;
+    for (size_t j = 0; j < job.len; ++j) job.out[j] = acc[j] * scale;
   }
-}
-
-template <size_t G>
-inline void score_batch_shared_k(const ScoreJob* jobs, size_t stride, size_t n, float scale) {
-  score_batch<G>(jobs, stride, n, scale);
 }
 #endif
 
-// Runs n_jobs jobs in batches of kScoreBatch; `shared` says they all read one K block.
-inline void run_scores(const ScoreJob* jobs, size_t n_jobs, bool shared, size_t stride, size_t n,
-                       float scale) {
-  auto batch = [&](auto g, const ScoreJob* js) {
-    constexpr size_t kG = decltype(g)::value;
-    if (shared) {
-      score_batch_shared_k<kG>(js, stride, n, scale);
-    } else {
-      score_batch<kG>(js, stride, n, scale);
-    }
-  };
+// Runs n_jobs jobs in batches of kScoreBatch; `shared` says they all read the same keys.
+template <bool kShared, size_t... G>
+inline void run_score_batches(const ScoreJob* jobs, size_t n_jobs, size_t stride, size_t n,
+                              float scale, std::index_sequence<G...>) {
   size_t a = 0;
   for (; a + kScoreBatch <= n_jobs; a += kScoreBatch) {
-    batch(std::integral_constant<size_t, kScoreBatch>{}, jobs + a);
+    score_batch<kScoreBatch, kShared>(jobs + a, stride, n, scale);
   }
-  switch (n_jobs - a) {
-    case 7:
-      return batch(std::integral_constant<size_t, 7>{}, jobs + a);
-    case 6:
-      return batch(std::integral_constant<size_t, 6>{}, jobs + a);
-    case 5:
-      return batch(std::integral_constant<size_t, 5>{}, jobs + a);
-    case 4:
-      return batch(std::integral_constant<size_t, 4>{}, jobs + a);
-    case 3:
-      return batch(std::integral_constant<size_t, 3>{}, jobs + a);
-    case 2:
-      return batch(std::integral_constant<size_t, 2>{}, jobs + a);
-    case 1:
-      return batch(std::integral_constant<size_t, 1>{}, jobs + a);
-    default:
-      return;
-  }
+  // The rest, 1..kScoreBatch - 1 jobs, by the batch of exactly that size.
+  const size_t rest = n_jobs - a;
+  ((rest == G + 1 ? score_batch<G + 1, kShared>(jobs + a, stride, n, scale) : void()), ...);
+}
+inline void run_scores(const ScoreJob* jobs, size_t n_jobs, bool shared, size_t stride, size_t n,
+                       float scale) {
+  constexpr auto kRests = std::make_index_sequence<kScoreBatch - 1>{};
+  if (shared) return run_score_batches<true>(jobs, n_jobs, stride, n, scale, kRests);
+  run_score_batches<false>(jobs, n_jobs, stride, n, scale, kRests);
 }
 
 #if defined(__AVX512F__)
@@ -539,8 +508,11 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
                  size_t head_dim, const int32_t* block_table, const int32_t* n_ctx, float scale,
                  float* scratch, float* const* out) {
   const size_t bs = kv.block_size;
-  // Few queries score several blocks together, so that a batch has kScoreBatch chains.
-  const size_t group = n_q >= kScoreBatch ? 1 : kScoreBatch / n_q;
+  // Scores run kScoreBatch chains at a time. A tile of at least that many queries shares each
+  // block's K loads; fewer queries score a group of blocks together instead, each job loading
+  // its own keys.
+  const bool share_k = n_q >= kScoreBatch;
+  const size_t group = share_k ? 1 : kScoreBatch / n_q;
   // The queries and outputs are worked on in rows next to each other too (see v_rows), from
   // the first cache line boundary in the scratch on.
   float* qbuf = scratch + (64 - reinterpret_cast<uintptr_t>(scratch) % 64) % 64 / sizeof(float);
@@ -570,11 +542,14 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
     run_scores(jobs, n_jobs, shared, bs, head_dim, scale);
     n_jobs = 0;
   };
+  // One group of blocks per pass (b counts blocks, start their first positions): all their
+  // scores first, then each block's softmax and V in order.
   for (size_t start = 0, b = 0; start < max_ctx;) {
     // The group's blocks: where they are, how many rows, and the rows query i sees in each
     // (0 once past its context).
-    size_t n_blocks = 0, slot0[kScoreBatch], block_len[kScoreBatch];
+    size_t slot0[kScoreBatch], block_len[kScoreBatch];
     size_t lens[kScoreBatch][kAttentionTile];
+    size_t n_blocks = 0;
     for (; n_blocks < group && start < max_ctx; ++n_blocks, start += bs, ++b) {
       const size_t g = n_blocks;
       slot0[g] = static_cast<size_t>(block_table[b]) * bs;
@@ -583,8 +558,7 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
         const size_t n = static_cast<size_t>(n_ctx[i]);
         lens[g][i] = start < n ? std::min(bs, n - start) : 0;
       }
-      // Scores 16 keys at a time: the tile's queries share each block's K loads; a lone query
-      // batches its blocks instead.
+      // Scores 16 keys at a time.
       const float* kt = k_block(kv, static_cast<size_t>(block_table[b]), kv_offset, head_dim,
                                 kbuf + g * head_dim * bs);
       for (size_t j0 = 0; j0 < block_len[g]; j0 += 16) {
@@ -592,12 +566,9 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
           if (lens[g][i] <= j0) continue;
           jobs[n_jobs++] = {qi[i], kt + j0, std::min<size_t>(16, lens[g][i] - j0),
                             score + (g * n_q + i) * srow + j0};
+          if (!share_k && n_jobs == kScoreBatch) flush(false);
         }
-        if (n_q > 1) {
-          flush(true);
-        } else if (n_jobs == kScoreBatch) {
-          flush(false);
-        }
+        if (share_k) flush(true);
       }
     }
     flush(false);

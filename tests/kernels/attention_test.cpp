@@ -210,57 +210,58 @@ TEST_P(Attention, TileOfQueriesEqualsEachAloneBitwise) {
   }
 }
 
-// Tiles of 1..16 queries with arbitrary context lengths (queries ending in the middle of a
-// block, past the others' last block, sharing a length), block sizes below, at and above 16
-// and head sizes off the vector width: each query as alone, and every Isa giving the same bits
+// Tiles of every size 1..16 with arbitrary context lengths (queries ending in the middle of a
+// block, past the others' last block, sharing a length), block sizes from 1 to above 64, and
+// head sizes off the vector width: each query as alone, and every Isa giving the same bits
 // as the scalar code.
 TEST_P(Attention, AnyTileAnyIsaSameBits) {
   IsaGuard guard;
   std::mt19937 rng(9);
   std::normal_distribution<float> d(0.0f, 1.0f);
-  for (size_t bs : {5u, 8u, 16u, 32u, 48u}) {
+  for (size_t bs : {1u, 5u, 8u, 16u, 17u, 32u, 48u, 64u, 80u}) {
     for (size_t head_dim : {8u, 64u, 72u, 128u}) {
-      const size_t n_blocks = 160 / bs + 1;
-      Pool pool(GetParam(), head_dim * 2, bs, n_blocks, static_cast<uint32_t>(bs + head_dim));
-      std::vector<int32_t> table(n_blocks);
-      for (size_t i = 0; i < n_blocks; ++i) table[i] = static_cast<int32_t>((i * 5) % n_blocks);
-      std::uniform_int_distribution<int32_t> ctx(1, 160);
-      std::uniform_int_distribution<size_t> tile(1, kAttentionTile);
-      const size_t n_q = tile(rng);
-      std::vector<std::vector<float>> q(n_q, std::vector<float>(head_dim));
-      std::vector<const float*> qp;
-      std::vector<int32_t> n_ctx;
-      for (size_t i = 0; i < n_q; ++i) {
-        for (auto& x : q[i]) x = d(rng);
-        qp.push_back(q[i].data());
-        n_ctx.push_back(i > 0 && i % 5 == 0 ? n_ctx[i - 1] : ctx(rng));
-      }
-      std::vector<float> scratch(attention_scratch_floats(bs, head_dim));
-      auto run_tile = [&] {
-        std::vector<std::vector<float>> out(n_q, std::vector<float>(head_dim));
-        std::vector<float*> op;
-        for (auto& o : out) op.push_back(o.data());
-        attend_tile(qp.data(), n_q, pool.view(), head_dim, head_dim, table.data(), n_ctx.data(),
-                    0.125f, scratch.data(), op.data());
-        return out;
-      };
-      set_isa(Isa::scalar);
-      const auto want = run_tile();
-      for (Isa isa : supported_isas()) {
-        set_isa(isa);
-        SCOPED_TRACE(::testing::Message() << isa_name(isa) << " bs " << bs << " head_dim "
-                                          << head_dim << " n_q " << n_q);
-        const auto tiled = run_tile();
+      for (size_t n_q = 1; n_q <= kAttentionTile; ++n_q) {
+        const size_t n_blocks = 160 / bs + 1;
+        Pool pool(GetParam(), head_dim * 2, bs, n_blocks, static_cast<uint32_t>(bs + head_dim));
+        std::vector<int32_t> table(n_blocks);
+        for (size_t i = 0; i < n_blocks; ++i) table[i] = static_cast<int32_t>((i * 5) % n_blocks);
+        std::uniform_int_distribution<int32_t> ctx(1, 160);
+        std::vector<std::vector<float>> q(n_q, std::vector<float>(head_dim));
+        std::vector<const float*> qp;
+        std::vector<int32_t> n_ctx;
         for (size_t i = 0; i < n_q; ++i) {
-          std::vector<float> alone(head_dim), ref(head_dim);
-          attend_head(q[i].data(), pool.view(), head_dim, head_dim, table.data(), n_ctx[i], 0.125f,
-                      scratch.data(), alone.data());
-          EXPECT_EQ(std::memcmp(tiled[i].data(), want[i].data(), head_dim * sizeof(float)), 0) << i;
-          EXPECT_EQ(std::memcmp(tiled[i].data(), alone.data(), head_dim * sizeof(float)), 0) << i;
-          attend_head_reference(q[i].data(), pool.view(), head_dim, head_dim, table.data(),
-                                n_ctx[i], 0.125f, ref.data());
-          for (size_t e = 0; e < head_dim; ++e) {
-            EXPECT_NEAR(tiled[i][e], ref[e], 1e-4f * std::max(1.0f, std::abs(ref[e]))) << i;
+          for (auto& x : q[i]) x = d(rng);
+          qp.push_back(q[i].data());
+          n_ctx.push_back(i > 0 && i % 5 == 0 ? n_ctx[i - 1] : ctx(rng));
+        }
+        std::vector<float> scratch(attention_scratch_floats(bs, head_dim));
+        auto run_tile = [&] {
+          std::vector<std::vector<float>> out(n_q, std::vector<float>(head_dim));
+          std::vector<float*> op;
+          for (auto& o : out) op.push_back(o.data());
+          attend_tile(qp.data(), n_q, pool.view(), head_dim, head_dim, table.data(), n_ctx.data(),
+                      0.125f, scratch.data(), op.data());
+          return out;
+        };
+        set_isa(Isa::scalar);
+        const auto want = run_tile();
+        for (Isa isa : supported_isas()) {
+          set_isa(isa);
+          SCOPED_TRACE(::testing::Message() << isa_name(isa) << " bs " << bs << " head_dim "
+                                            << head_dim << " n_q " << n_q);
+          const auto tiled = run_tile();
+          for (size_t i = 0; i < n_q; ++i) {
+            std::vector<float> alone(head_dim), ref(head_dim);
+            attend_head(q[i].data(), pool.view(), head_dim, head_dim, table.data(), n_ctx[i],
+                        0.125f, scratch.data(), alone.data());
+            EXPECT_EQ(std::memcmp(tiled[i].data(), want[i].data(), head_dim * sizeof(float)), 0)
+                << i;
+            EXPECT_EQ(std::memcmp(tiled[i].data(), alone.data(), head_dim * sizeof(float)), 0) << i;
+            attend_head_reference(q[i].data(), pool.view(), head_dim, head_dim, table.data(),
+                                  n_ctx[i], 0.125f, ref.data());
+            for (size_t e = 0; e < head_dim; ++e) {
+              EXPECT_NEAR(tiled[i][e], ref[e], 1e-4f * std::max(1.0f, std::abs(ref[e]))) << i;
+            }
           }
         }
       }
