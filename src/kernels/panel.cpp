@@ -8,6 +8,7 @@
 #include "kernels/fp16.h"
 #include "kernels/isa.h"
 #include "kernels/quant_blocks.h"
+#include "util/large_alloc.h"
 
 namespace lift::kernels {
 namespace {
@@ -138,8 +139,7 @@ PanelMatrix pack_panels(GgmlType type, const void* w, size_t row_bytes, size_t n
   m.n_out = n_out;
   m.panel_bytes = panel_bytes_for(type, n_in);
   const size_t total = m.bytes();
-  m.data.reset(static_cast<uint8_t*>(std::aligned_alloc(64, total)));
-  if (!m.data) throw std::bad_alloc();
+  m.data.reset(static_cast<uint8_t*>(alloc_streamed(total)));
   std::memset(m.data.get(), 0, total);
   const auto* src = static_cast<const uint8_t*>(w);
   std::unique_ptr<uint8_t[]> zero(new uint8_t[ggml_row_bytes(type, n_in)]);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/isa.h"
+#include "util/large_alloc.h"
 #include "util/thread_pool.h"
 
 namespace lift {
@@ -46,8 +47,10 @@ double median(std::vector<double> v) {
 double probe_read_bandwidth(ThreadPool& pool, size_t bytes, int passes) {
   const size_t n = bytes / sizeof(float) / 64 * 64;
   auto deleter = [](float* p) { std::free(p); };
+  // Allocated as the packed weights are (huge pages where available), so the bound is the
+  // machine's best stream, not a handicapped one.
   std::unique_ptr<float, decltype(deleter)> buf(
-      static_cast<float*>(std::aligned_alloc(64, n * sizeof(float))), deleter);
+      static_cast<float*>(alloc_streamed(n * sizeof(float))), deleter);
   const size_t threads = static_cast<size_t>(pool.size());
   // Touch every page from its reading thread first.
   pool.parallel_for(threads, [&](size_t t, int) {
