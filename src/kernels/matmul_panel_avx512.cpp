@@ -67,6 +67,7 @@ struct PQ4_0 {
 };
 
 constexpr size_t kPrefetchBlocks = 8;
+constexpr size_t kFloatPrefetch = 128;  // inputs ahead: 4 KB of a float panel
 
 template <class W, int C, int R>
 void q_tile(const Args& a, size_t p0, size_t r0) {
@@ -164,6 +165,15 @@ void f_tile(const Args& a, size_t p0, size_t r0) {
   }
   const size_t n = a.w.n_in;
   for (size_t i = 0; i < n; ++i) {
+    // Decode streams the panels from DRAM (see q_tile): a line (two inputs) each, 4 KB ahead.
+    if constexpr (R <= 4) {
+      if (i % 2 == 0) {
+        for (int c = 0; c < C; ++c) {
+          _mm_prefetch(reinterpret_cast<const char*>(pw[c] + (i + kFloatPrefetch) * 2 * kPanelRows),
+                       _MM_HINT_T0);
+        }
+      }
+    }
     __m512 wv[C];
     for (int c = 0; c < C; ++c) wv[c] = W::load(pw[c] + i * 2 * kPanelRows);
     for (int r = 0; r < R; ++r) {
