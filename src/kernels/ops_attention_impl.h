@@ -218,6 +218,68 @@ inline void score_batch(const ScoreJob* jobs, size_t stride, size_t n, float sca
     _mm512_storeu_ps(jobs[a].out, _mm512_mul_ps(acc[a], _mm512_set1_ps(scale)));
   }
 }
+#elif defined(__AVX2__)
+// Lanes 0..7 and 8..15 of a 16-key row that lie below len, as maskload/maskstore masks.
+inline void mask8x2(size_t len, __m256i& lo, __m256i& hi) {
+  const __m256i l = _mm256_set1_epi32(static_cast<int>(len));
+  lo = _mm256_cmpgt_epi32(l, _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  hi = _mm256_cmpgt_epi32(l, _mm256_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15));
+}
+
+// As the AVX-512 version, each job two 8-lane vectors; four jobs at a time fit the 16
+// registers.
+template <size_t G, bool kShared>
+inline void score_batch4(const ScoreJob* jobs, size_t stride, size_t n, float scale) {
+  __m256 acc[G][2];
+  __m256i lo[G], hi[G];
+  size_t longest = 0;
+  for (size_t a = 0; a < G; ++a) {
+    acc[a][0] = acc[a][1] = _mm256_setzero_ps();
+    mask8x2(jobs[a].len, lo[a], hi[a]);
+    longest = std::max(longest, jobs[a].len);
+  }
+  __m256i shared_lo, shared_hi;
+  mask8x2(longest, shared_lo, shared_hi);
+  for (size_t d = 0; d < n; ++d) {
+    __m256 k0 = _mm256_setzero_ps(), k1 = k0;
+    if constexpr (kShared) {
+      const float* k = jobs[0].kt + d * stride;
+      k0 = _mm256_maskload_ps(k, shared_lo);
+      k1 = _mm256_maskload_ps(k + 8, shared_hi);
+    }
+    for (size_t a = 0; a < G; ++a) {
+      if constexpr (!kShared) {
+        const float* k = jobs[a].kt + d * stride;
+        k0 = _mm256_maskload_ps(k, lo[a]);
+        k1 = _mm256_maskload_ps(k + 8, hi[a]);
+      }
+      const __m256 q = _mm256_broadcast_ss(jobs[a].q + d);
+      acc[a][0] = _mm256_fmadd_ps(q, k0, acc[a][0]);
+      acc[a][1] = _mm256_fmadd_ps(q, k1, acc[a][1]);
+    }
+  }
+  const __m256 sc = _mm256_set1_ps(scale);
+  for (size_t a = 0; a < G; ++a) {
+    _mm256_storeu_ps(jobs[a].out, _mm256_mul_ps(acc[a][0], sc));
+    _mm256_storeu_ps(jobs[a].out + 8, _mm256_mul_ps(acc[a][1], sc));
+  }
+}
+
+template <size_t G, bool kShared>
+inline void score_batch(const ScoreJob* jobs, size_t stride, size_t n, float scale) {
+  size_t a = 0;
+  for (; a + 4 <= G; a += 4) score_batch4<4, kShared>(jobs + a, stride, n, scale);
+  switch (G - a) {
+    case 3:
+      return score_batch4<3, kShared>(jobs + a, stride, n, scale);
+    case 2:
+      return score_batch4<2, kShared>(jobs + a, stride, n, scale);
+    case 1:
+      return score_batch4<1, kShared>(jobs + a, stride, n, scale);
+    default:
+      return;
+  }
+}
 #else
 template <size_t G, bool kShared>
 inline void score_batch(const ScoreJob* jobs, size_t stride, size_t n, float scale) {
@@ -302,6 +364,45 @@ inline void accumulate_rows(const float* const* p, const size_t* len, const floa
   }
 }
 
+#elif defined(__AVX2__)
+// As the AVX-512 version, in 16-float slices of the head (two 8-lane vectors per query) so
+// that four queries' accumulators fit the 16 registers.
+template <size_t Q>
+inline void accumulate_rows(const float* const* p, const size_t* len, const float* c,
+                            float* const* o, const float* v, size_t stride, size_t n) {
+  size_t all = len[0];
+  for (size_t t = 1; t < Q; ++t) all = std::min(all, len[t]);
+  for (size_t d = 0; d < n; d += 16) {
+    __m256i m[2];
+    mask8x2(n - d, m[0], m[1]);
+    __m256 acc[Q][2];
+    for (size_t t = 0; t < Q; ++t) {
+      for (size_t u = 0; u < 2; ++u) {
+        acc[t][u] = _mm256_mul_ps(_mm256_maskload_ps(o[t] + d + 8 * u, m[u]), _mm256_set1_ps(c[t]));
+      }
+    }
+    for (size_t j = 0; j < all; ++j) {
+      const float* vj = v + j * stride + d;
+      const __m256 v0 = _mm256_maskload_ps(vj, m[0]), v1 = _mm256_maskload_ps(vj + 8, m[1]);
+      for (size_t t = 0; t < Q; ++t) {
+        const __m256 w = _mm256_broadcast_ss(p[t] + j);
+        acc[t][0] = _mm256_fmadd_ps(w, v0, acc[t][0]);
+        acc[t][1] = _mm256_fmadd_ps(w, v1, acc[t][1]);
+      }
+    }
+    for (size_t t = 0; t < Q; ++t) {
+      for (size_t j = all; j < len[t]; ++j) {
+        const float* vj = v + j * stride + d;
+        const __m256 w = _mm256_broadcast_ss(p[t] + j);
+        acc[t][0] = _mm256_fmadd_ps(w, _mm256_maskload_ps(vj, m[0]), acc[t][0]);
+        acc[t][1] = _mm256_fmadd_ps(w, _mm256_maskload_ps(vj + 8, m[1]), acc[t][1]);
+      }
+    }
+    for (size_t t = 0; t < Q; ++t) {
+      for (size_t u = 0; u < 2; ++u) _mm256_maskstore_ps(o[t] + d + 8 * u, m[u], acc[t][u]);
+    }
+  }
+}
 #else
 // Row by row rather than element by element, so that the inner loop is a plain vector loop;
 // each element still sees the same operations in the same order.
