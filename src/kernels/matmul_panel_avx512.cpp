@@ -155,10 +155,13 @@ template <class W, int C, int R>
 void f_tile(const Args& a, size_t p0, size_t r0) {
   const uint8_t* pw[C];
   for (int c = 0; c < C; ++c) pw[c] = a.w.panel(p0 + c);
-  const float* xr[R];
-  for (int r = 0; r < R; ++r) {
-    xr[r] = reinterpret_cast<const float*>(a.act + (r0 + r) * a.act_stride);
-  }
+  // Row r's input i at xb[r / 3] + (r % 3) * stride, the bases advancing with i: four bases and
+  // one stride instead of R pointers, which left too few registers (the rest were reloaded from
+  // vector registers by uops on an FMA port).
+  constexpr int kBases = (R + 2) / 3;
+  const uint8_t* xb[kBases];
+  for (int k = 0; k < kBases; ++k) xb[k] = a.act + (r0 + 3 * static_cast<size_t>(k)) * a.act_stride;
+  const size_t stride = a.act_stride;
   __m512 acc[R][C];
   for (auto& row : acc) {
     for (auto& v : row) v = _mm512_setzero_ps();
@@ -177,9 +180,12 @@ void f_tile(const Args& a, size_t p0, size_t r0) {
     __m512 wv[C];
     for (int c = 0; c < C; ++c) wv[c] = W::load(pw[c] + i * 2 * kPanelRows);
     for (int r = 0; r < R; ++r) {
-      const __m512 x = _mm512_set1_ps(xr[r][i]);
+      float xv;
+      std::memcpy(&xv, xb[r / 3] + static_cast<size_t>(r % 3) * stride, sizeof xv);
+      const __m512 x = _mm512_set1_ps(xv);
       for (int c = 0; c < C; ++c) acc[r][c] = _mm512_fmadd_ps(wv[c], x, acc[r][c]);
     }
+    for (int k = 0; k < kBases; ++k) xb[k] += sizeof(float);
   }
   for (int r = 0; r < R; ++r) {
     for (int c = 0; c < C; ++c) store_lanes(a, p0 + c, r0 + r, acc[r][c]);
