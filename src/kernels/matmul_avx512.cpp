@@ -13,7 +13,7 @@
 #include <cstring>
 
 #include "kernels/fp16.h"
-#include "kernels/hsum_avx512.h"
+#include "kernels/lane_tree.h"
 #include "kernels/matmul_impl.h"
 #include "kernels/matmul_tiling.h"
 

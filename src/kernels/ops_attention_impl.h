@@ -14,7 +14,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/fp16.h"
-#include "kernels/hsum_avx512.h"
+#include "kernels/lane_tree.h"
 #include "kernels/ops.h"
 
 namespace lift::kernels::LIFT_ATTENTION_NS {
@@ -118,33 +118,14 @@ inline __m256 exp8(__m256 x) {
 }
 #endif
 
-// Sums and maxima of 16 lanes combine lanes j and j + w for w = 8, 4, 2, 1, in every ISA.
+// Sums and maxima of 16 lanes combine lanes j and j + w for w = 8, 4, 2, 1, in every ISA
+// (kernels/lane_tree.h; the portable versions below spell the same tree out).
 #if defined(__AVX512F__)
-inline float sum16(__m512 v) { return hsum16(v); }
-
-inline float max16(__m512 v) {
-  const __m256 s8 = _mm256_max_ps(_mm512_extractf32x8_ps(v, 0), _mm512_extractf32x8_ps(v, 1));
-  __m128 s4 = _mm_max_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  s4 = _mm_max_ps(s4, _mm_movehl_ps(s4, s4));
-  s4 = _mm_max_ss(s4, _mm_movehdup_ps(s4));
-  return _mm_cvtss_f32(s4);
-}
+inline float sum16(__m512 v) { return fold16<LaneAdd>(v); }
+inline float max16(__m512 v) { return fold16<LaneMax>(v); }
 #elif defined(__AVX2__)
-inline float sum16(__m256 lo, __m256 hi) {
-  const __m256 s8 = _mm256_add_ps(lo, hi);
-  __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
-  return _mm_cvtss_f32(s4);
-}
-
-inline float max16(__m256 lo, __m256 hi) {
-  const __m256 s8 = _mm256_max_ps(lo, hi);
-  __m128 s4 = _mm_max_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  s4 = _mm_max_ps(s4, _mm_movehl_ps(s4, s4));
-  s4 = _mm_max_ss(s4, _mm_movehdup_ps(s4));
-  return _mm_cvtss_f32(s4);
-}
+inline float sum16(__m256 lo, __m256 hi) { return fold16<LaneAdd>(lo, hi); }
+inline float max16(__m256 lo, __m256 hi) { return fold16<LaneMax>(lo, hi); }
 #else
 inline float sum16(float* v) {
   for (int w = 8; w >= 1; w /= 2) {
