@@ -12,8 +12,8 @@
 
 #include "kernels/act_quant.h"
 #include "kernels/backend.h"
-#include "kernels/fp16.h"
 #include "kernels/ops.h"
+#include "kernels/random_kv.h"
 
 namespace lift::kernels {
 namespace {
@@ -23,29 +23,16 @@ constexpr size_t kHeadDim = 64, kKvHeads = 4, kBlock = 16;
 // One layer's paged K/V for a sequence of n_ctx positions, blocks in reverse order (as a busy
 // pool would place them), in F32 or F16.
 struct Cache {
-  GgmlType type;
-  std::vector<float> k32, v32;
-  std::vector<uint16_t> k16, v16;
+  RandomKvPool pool;
   std::vector<int32_t> table;
 
-  Cache(GgmlType t, size_t n_ctx) : type(t) {
-    const size_t n_blocks = (n_ctx + kBlock - 1) / kBlock;
-    const size_t n = n_blocks * kBlock * kHeadDim * kKvHeads;
-    std::mt19937 rng(3);
-    std::normal_distribution<float> d;
-    k32.resize(n);
-    v32.resize(n);
-    for (auto& x : k32) x = d(rng);
-    for (auto& x : v32) x = d(rng);
-    for (float x : k32) k16.push_back(f32_to_f16(x));
-    for (float x : v32) v16.push_back(f32_to_f16(x));
-    for (size_t b = 0; b < n_blocks; ++b) table.push_back(static_cast<int32_t>(n_blocks - 1 - b));
+  Cache(GgmlType t, size_t n_ctx)
+      : pool(t, kHeadDim * kKvHeads, kBlock, (n_ctx + kBlock - 1) / kBlock, 3) {
+    for (size_t b = 0; b < pool.n_blocks; ++b) {
+      table.push_back(static_cast<int32_t>(pool.n_blocks - 1 - b));
+    }
   }
-  KvLayerView view() const {
-    const size_t kv_dim = kHeadDim * kKvHeads;
-    if (type == GgmlType::F16) return {type, k16.data(), v16.data(), kv_dim, kBlock};
-    return {type, k32.data(), v32.data(), kv_dim, kBlock};
-  }
+  KvLayerView view() const { return pool.view(); }
 };
 
 std::vector<float> randn(size_t n, uint32_t seed) {

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "kernel_test_util.h"
-#include "kernels/fp16.h"
 #include "kernels/isa.h"
 #include "kernels/ops.h"
+#include "kernels/random_kv.h"
 
 namespace lift::kernels {
 namespace {
@@ -105,45 +105,13 @@ TEST(SoftmaxExp, EveryIsaGivesTheSameBits) {
   }
 }
 
-struct Pool {
-  GgmlType type;
-  size_t kv_dim, block_size, n_blocks;
-  std::vector<float> k32, v32;
-  std::vector<uint16_t> k16, v16;
-
-  Pool(GgmlType t, size_t dim, size_t bs, size_t nb, uint32_t seed)
-      : type(t), kv_dim(dim), block_size(bs), n_blocks(nb) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> d(0.0f, 1.0f);
-    const size_t n = dim * bs * nb;
-    k32.resize(n);
-    v32.resize(n);
-    for (auto& x : k32) x = d(rng);
-    for (auto& x : v32) x = d(rng);
-    for (float x : k32) k16.push_back(f32_to_f16(x));
-    for (float x : v32) v16.push_back(f32_to_f16(x));
-  }
-  KvLayerView view() const {
-    if (type == GgmlType::F16) return {type, k16.data(), v16.data(), kv_dim, block_size};
-    return {type, k32.data(), v32.data(), kv_dim, block_size};
-  }
-  // Moves block `from` to `to` (contents copied), for placement tests.
-  void copy_block(size_t from, size_t to) {
-    const size_t n = kv_dim * block_size;
-    std::memcpy(&k32[to * n], &k32[from * n], n * 4);
-    std::memcpy(&v32[to * n], &v32[from * n], n * 4);
-    std::memcpy(&k16[to * n], &k16[from * n], n * 2);
-    std::memcpy(&v16[to * n], &v16[from * n], n * 2);
-  }
-};
-
 class Attention : public ::testing::TestWithParam<GgmlType> {};
 
 TEST_P(Attention, MatchesReferenceWithinTolerance) {
   for (size_t head_dim : {8u, 64u, 72u, 128u}) {
     for (int32_t n_ctx : {1, 15, 16, 17, 100, 300}) {
       const size_t bs = 16, n_kv_heads = 2;
-      Pool pool(GetParam(), head_dim * n_kv_heads, bs, 24, 11);
+      RandomKvPool pool(GetParam(), head_dim * n_kv_heads, bs, 24, 11);
       std::vector<int32_t> table(24);
       for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>((i * 7) % 24);
       std::mt19937 rng(5);
@@ -168,7 +136,7 @@ TEST_P(Attention, MatchesReferenceWithinTolerance) {
 
 TEST_P(Attention, BlockPlacementDoesNotChangeBits) {
   const size_t head_dim = 64, bs = 16;
-  Pool pool(GetParam(), head_dim, bs, 16, 3);
+  RandomKvPool pool(GetParam(), head_dim, bs, 16, 3);
   std::vector<int32_t> a = {0, 1, 2, 3};
   std::vector<int32_t> b = {9, 12, 4, 15};
   for (size_t i = 0; i < a.size(); ++i) {
@@ -183,7 +151,7 @@ TEST_P(Attention, BlockPlacementDoesNotChangeBits) {
 
 TEST_P(Attention, TileOfQueriesEqualsEachAloneBitwise) {
   const size_t head_dim = 64, bs = 16;
-  Pool pool(GetParam(), head_dim * 2, bs, 8, 21);
+  RandomKvPool pool(GetParam(), head_dim * 2, bs, 8, 21);
   std::vector<int32_t> table = {5, 2, 7, 0, 1, 3, 4, 6};
   std::mt19937 rng(2);
   std::normal_distribution<float> d(0.0f, 1.0f);
@@ -222,7 +190,8 @@ TEST_P(Attention, AnyTileAnyIsaSameBits) {
     for (size_t head_dim : {8u, 64u, 72u, 128u}) {
       for (size_t n_q = 1; n_q <= kAttentionTile; ++n_q) {
         const size_t n_blocks = 160 / bs + 1;
-        Pool pool(GetParam(), head_dim * 2, bs, n_blocks, static_cast<uint32_t>(bs + head_dim));
+        RandomKvPool pool(GetParam(), head_dim * 2, bs, n_blocks,
+                          static_cast<uint32_t>(bs + head_dim));
         std::vector<int32_t> table(n_blocks);
         for (size_t i = 0; i < n_blocks; ++i) table[i] = static_cast<int32_t>((i * 5) % n_blocks);
         std::uniform_int_distribution<int32_t> ctx(1, 160);

@@ -1,0 +1,47 @@
+// One layer's paged K/V filled with normal random values, held in both storage types, for the
+// attention tests and benchmarks.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/fp16.h"
+
+namespace lift::kernels {
+
+struct RandomKvPool {
+  GgmlType type;
+  size_t kv_dim, block_size, n_blocks;
+  std::vector<float> k32, v32;
+  std::vector<uint16_t> k16, v16;
+
+  RandomKvPool(GgmlType t, size_t dim, size_t bs, size_t nb, uint32_t seed)
+      : type(t), kv_dim(dim), block_size(bs), n_blocks(nb) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    const size_t n = dim * bs * nb;
+    k32.resize(n);
+    v32.resize(n);
+    for (auto& x : k32) x = d(rng);
+    for (auto& x : v32) x = d(rng);
+    for (float x : k32) k16.push_back(f32_to_f16(x));
+    for (float x : v32) v16.push_back(f32_to_f16(x));
+  }
+  KvLayerView view() const {
+    if (type == GgmlType::F16) return {type, k16.data(), v16.data(), kv_dim, block_size};
+    return {type, k32.data(), v32.data(), kv_dim, block_size};
+  }
+  // Moves block `from` to `to` (contents copied), for placement tests.
+  void copy_block(size_t from, size_t to) {
+    const size_t n = kv_dim * block_size;
+    std::memcpy(&k32[to * n], &k32[from * n], n * 4);
+    std::memcpy(&v32[to * n], &v32[from * n], n * 4);
+    std::memcpy(&k16[to * n], &k16[from * n], n * 2);
+    std::memcpy(&v16[to * n], &v16[from * n], n * 2);
+  }
+};
+
+}  // namespace lift::kernels
