@@ -4,7 +4,6 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/fp16.h"
 #include "kernels/isa.h"
 #define LIFT_ATTENTION_NS attention_generic
 #include "kernels/ops_attention_impl.h"

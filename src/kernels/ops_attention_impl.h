@@ -311,7 +311,7 @@ inline void accumulate_rows(const float* const* p, const size_t* len, const floa
     __mmask16 m[4];
     for (size_t u = 0; u < 4; ++u) {
       const size_t at = d + 16 * u;
-      m[u] = static_cast<__mmask16>(at + 16 <= n ? 0xFFFF : at < n ? (1u << (n - at)) - 1 : 0);
+      m[u] = mask16(at < n ? n - at : 0);
     }
     __m512 acc[Q][4];
     for (size_t t = 0; t < Q; ++t) {
@@ -405,7 +405,7 @@ inline void accumulate_rows(const float* const* p, const size_t* len, const floa
 // The largest of s[0..len), len <= 16 (lanes past len count as -inf).
 inline float block_max16(const float* s, size_t len) {
 #if defined(__AVX512F__)
-  const __mmask16 valid = static_cast<__mmask16>((1u << len) - 1);
+  const __mmask16 valid = mask16(len);
   return max16(_mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), valid, _mm512_loadu_ps(s)));
 #else
   alignas(32) float x[16];
@@ -422,7 +422,7 @@ inline float block_max16(const float* s, size_t len) {
 // 16-lane tree, lanes past len counting as 0.
 inline float weights16(const float* s, size_t len, float m, float* p) {
 #if defined(__AVX512F__)
-  const __mmask16 valid = static_cast<__mmask16>((1u << len) - 1);
+  const __mmask16 valid = mask16(len);
   const __m512 w = _mm512_maskz_mov_ps(
       valid,
       exp16(_mm512_sub_ps(_mm512_maskz_mov_ps(valid, _mm512_loadu_ps(s)), _mm512_set1_ps(m))));
@@ -526,19 +526,6 @@ inline const float* v_rows(const KvLayerView& kv, size_t slot0, size_t len, size
   return buf;
 }
 
-// y[i] = exp_lane(x[i]) for i < kAttentionTile.
-inline void exp_tile(const float* x, float* y) {
-  static_assert(kAttentionTile == 16);
-#if defined(__AVX512F__)
-  _mm512_storeu_ps(y, exp16(_mm512_loadu_ps(x)));
-#elif defined(__AVX2__)
-  _mm256_storeu_ps(y, exp8(_mm256_loadu_ps(x)));
-  _mm256_storeu_ps(y + 8, exp8(_mm256_loadu_ps(x + 8)));
-#else
-  for (size_t i = 0; i < kAttentionTile; ++i) y[i] = exp_lane(x[i]);
-#endif
-}
-
 }  // namespace
 
 // y[i] = exp_lane(x[i]), vectorized as in attend_tile.
@@ -546,7 +533,7 @@ void exp_lanes(const float* x, size_t n, float* y) {
   size_t i = 0;
 #if defined(__AVX512F__)
   for (; i < n; i += 16) {
-    const __mmask16 m = static_cast<__mmask16>(n - i >= 16 ? 0xFFFF : (1u << (n - i)) - 1);
+    const __mmask16 m = mask16(n - i);
     _mm512_mask_storeu_ps(y + i, m, exp16(_mm512_maskz_loadu_ps(m, x + i)));
   }
 #elif defined(__AVX2__)
@@ -671,7 +658,7 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
         m_new[i] = max_lane(m[i], block_max);
         delta[i] = m[i] - m_new[i];
       }
-      exp_tile(delta, correction);
+      exp_lanes(delta, kAttentionTile, correction);
       // Weights and their sum (16 at a time, each 16 summed by the fixed tree), then the
       // block's V rows once and each query's weighted sum over them, position by position as in
       // the single-query order; four queries at a time share the V loads.

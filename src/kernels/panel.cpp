@@ -15,7 +15,6 @@ namespace {
 
 constexpr size_t kQ8CodeBytes = panel_code_bytes(GgmlType::Q8_0);  // 8 quads x 16 rows x 4 B
 constexpr size_t kQ4CodeBytes = panel_code_bytes(GgmlType::Q4_0);  // 4 vectors x 16 rows x 4 B
-constexpr size_t kScaleBytes = kPanelScaleBytes;
 
 size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
@@ -29,7 +28,7 @@ bool packable(GgmlType t) {
 
 size_t panel_bytes_for(GgmlType t, size_t n_in) {
   if (t == GgmlType::F16 || t == GgmlType::BF16) return round_up(n_in * 2 * kPanelRows, 64);
-  return round_up(n_in / kQBlock * (panel_code_bytes(t) + kScaleBytes), 64);
+  return round_up(n_in / kQBlock * (panel_code_bytes(t) + kPanelScaleBytes), 64);
 }
 
 // Where element i of panel row `lane` lives, for the float layouts.
@@ -50,7 +49,7 @@ void pack_row(GgmlType t, const uint8_t* src, size_t n_in, size_t lane, uint8_t*
         for (size_t e = 0; e < kQBlock; ++e) {
           codes[e / 4 * 64 + e % 4] = static_cast<uint8_t>(static_cast<uint8_t>(blk.qs[e]) ^ 0x80u);
         }
-        std::memcpy(panel + nb * kQ8CodeBytes + b * kScaleBytes + lane * 2, &blk.d, 2);
+        std::memcpy(panel + nb * kQ8CodeBytes + b * kPanelScaleBytes + lane * 2, &blk.d, 2);
       }
       return;
     case GgmlType::Q4_0:
@@ -62,7 +61,7 @@ void pack_row(GgmlType t, const uint8_t* src, size_t n_in, size_t lane, uint8_t*
         for (size_t v = 0; v < 4; ++v) {
           std::memcpy(panel + b * kQ4CodeBytes + v * 64 + lane * 4, blk.qs + 4 * v, 4);
         }
-        std::memcpy(panel + nb * kQ4CodeBytes + b * kScaleBytes + lane * 2, &blk.d, 2);
+        std::memcpy(panel + nb * kQ4CodeBytes + b * kPanelScaleBytes + lane * 2, &blk.d, 2);
       }
       return;
     default:
@@ -81,7 +80,7 @@ void unpack_row(const PanelMatrix& w, size_t lane, const uint8_t* panel, uint8_t
     case GgmlType::Q8_0:
       for (size_t b = 0; b < nb; ++b) {
         BlockQ8_0 blk;
-        std::memcpy(&blk.d, panel + nb * kQ8CodeBytes + b * kScaleBytes + lane * 2, 2);
+        std::memcpy(&blk.d, panel + nb * kQ8CodeBytes + b * kPanelScaleBytes + lane * 2, 2);
         const uint8_t* codes = panel + b * kQ8CodeBytes + lane * 4;
         for (size_t e = 0; e < kQBlock; ++e) {
           blk.qs[e] = static_cast<int8_t>(codes[e / 4 * 64 + e % 4] ^ 0x80);
@@ -92,7 +91,7 @@ void unpack_row(const PanelMatrix& w, size_t lane, const uint8_t* panel, uint8_t
     case GgmlType::Q4_0:
       for (size_t b = 0; b < nb; ++b) {
         BlockQ4_0 blk;
-        std::memcpy(&blk.d, panel + nb * kQ4CodeBytes + b * kScaleBytes + lane * 2, 2);
+        std::memcpy(&blk.d, panel + nb * kQ4CodeBytes + b * kPanelScaleBytes + lane * 2, 2);
         for (size_t v = 0; v < 4; ++v) {
           std::memcpy(blk.qs + 4 * v, panel + b * kQ4CodeBytes + v * 64 + lane * 4, 4);
         }
