@@ -31,27 +31,28 @@ class CpuBackend final : public RowOpsBackend {
       float* ys[] = {y};
       return matmul_panels(ws, ys, 1, af, x, n_rows);
     }
-    const Activations a = prepare(af, x, w.n_in, n_rows, false);
-    const size_t tile = column_tile(w.n_out);
-    const size_t n_tasks = (w.n_out + tile - 1) / tile;
-    pool_.parallel_for(n_tasks, [&](size_t t, int) {
-      const size_t o0 = t * tile, o1 = std::min(w.n_out, o0 + tile);
-      kernels::matmul(w.type, w.data, w.row_bytes, w.n_in, af, a.data, a.stride, n_rows, y, w.n_out,
-                      o0, o1);
-    });
+    matmul_rows(w, af, prepare(af, x, w.n_in, n_rows, false), n_rows, y);
   }
 
   void matmul_many(const Matrix* const* ws, float* const* ys, size_t n, const float* x,
                    size_t n_rows) override {
     const kernels::ActFormat af = kernels::act_format(ws[0]->type, opts_.quantize_activations);
-    bool together = n <= kMaxMany;
-    for (size_t i = 0; i < n && together; ++i) {
-      together = ws[i]->n_in == ws[0]->n_in &&
-                 kernels::act_format(ws[i]->type, opts_.quantize_activations) == af &&
-                 use_panel(*ws[i], af);
+    // One activation preparation serves them all when they read the same input the same way;
+    // then all on panels (one pool job) or all on stored rows.
+    bool same = true, panels = n <= kMaxMany, rows = true;
+    for (size_t i = 0; i < n; ++i) {
+      same = same && ws[i]->n_in == ws[0]->n_in &&
+             kernels::act_format(ws[i]->type, opts_.quantize_activations) == af;
+      panels = panels && use_panel(*ws[i], af);
+      rows = rows && !use_panel(*ws[i], af);
     }
-    if (!together) return Backend::matmul_many(ws, ys, n, x, n_rows);
-    return matmul_panels(ws, ys, n, af, x, n_rows);
+    if (same && panels) return matmul_panels(ws, ys, n, af, x, n_rows);
+    if (same && rows) {
+      const Activations a = prepare(af, x, ws[0]->n_in, n_rows, false);
+      for (size_t i = 0; i < n; ++i) matmul_rows(*ws[i], af, a, n_rows, ys[i]);
+      return;
+    }
+    return Backend::matmul_many(ws, ys, n, x, n_rows);
   }
 
  private:
@@ -82,6 +83,18 @@ class CpuBackend final : public RowOpsBackend {
       if (ib != nullptr) kernels::act_block_info(buf + r * stride, n_in, ib + r * nb);
     });
     return {buf, stride, ib};
+  }
+
+  // A product on the stored rows, split over output columns.
+  void matmul_rows(const Matrix& w, kernels::ActFormat af, const Activations& a, size_t n_rows,
+                   float* y) {
+    const size_t tile = column_tile(w.n_out);
+    const size_t n_tasks = (w.n_out + tile - 1) / tile;
+    pool_.parallel_for(n_tasks, [&](size_t t, int) {
+      const size_t o0 = t * tile, o1 = std::min(w.n_out, o0 + tile);
+      kernels::matmul(w.type, w.data, w.row_bytes, w.n_in, af, a.data, a.stride, n_rows, y, w.n_out,
+                      o0, o1);
+    });
   }
 
   // Panel products of the same activations: quantized once with their block info, then one
