@@ -89,16 +89,19 @@ void q_tile(const Args& a, size_t p0, size_t r0) {
   }
   for (size_t b = 0; b < a.nb; ++b) {
     // Decode streams each panel once from DRAM; asking for the codes a few blocks ahead keeps
-    // more lines in flight than the hardware prefetchers do across page boundaries.
-    for (int c = 0; c < C; ++c) {
-      const uint8_t* ahead = pw[c] + (b + kPrefetchBlocks) * W::kCodeBytes;
-      for (size_t line = 0; line < W::kCodeBytes; line += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(ahead + line), _MM_HINT_T0);
+    // more lines in flight than the hardware prefetchers do across page boundaries. (Prefill
+    // tiles meet panels a row block's first tile already brought in.)
+    if constexpr (R <= 4) {
+      for (int c = 0; c < C; ++c) {
+        const uint8_t* ahead = pw[c] + (b + kPrefetchBlocks) * W::kCodeBytes;
+        for (size_t line = 0; line < W::kCodeBytes; line += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(ahead + line), _MM_HINT_T0);
+        }
+        // The scales' own stream: one line serves two blocks.
+        _mm_prefetch(
+            reinterpret_cast<const char*>(ps[c] + (b + 2 * kPrefetchBlocks) * kPanelScaleBytes),
+            _MM_HINT_T0);
       }
-      // The scales' own stream: one line serves two blocks.
-      _mm_prefetch(
-          reinterpret_cast<const char*>(ps[c] + (b + 2 * kPrefetchBlocks) * kPanelScaleBytes),
-          _MM_HINT_T0);
     }
     __m512i dot[R][C];
     for (int r = 0; r < R; ++r) {
