@@ -61,8 +61,9 @@ class Bench {
     }
     logits_.resize(n_seqs * static_cast<size_t>(m.config().n_vocab));
   }
-  // k tokens for each of `seqs` sequences at positions [pos, pos + k).
-  void step(size_t seqs, int pos, int k) {
+  // k tokens for each of `seqs` sequences at positions [pos, pos + k): prompt tokens (a
+  // prefill) or generated ones (decode steps).
+  void step(size_t seqs, int pos, int k, kernels::RowKind kind) {
     tok_.clear();
     posv_.clear();
     tab_.clear();
@@ -76,7 +77,8 @@ class Bench {
       }
       rows_.push_back(static_cast<int32_t>(tok_.size() - 1));
     }
-    m_.forward(be_, ForwardBatch{tok_, posv_, tab_, rows_}, kv_, logits_.data());
+    const size_t n_prompt = kind == kernels::RowKind::prompt ? tok_.size() : 0;
+    m_.forward(be_, ForwardBatch{tok_, posv_, tab_, rows_, n_prompt}, kv_, logits_.data());
   }
 
  private:
@@ -144,13 +146,13 @@ int run_model_bench(const ModelBenchOptions& o) {
     for (int r = 0; r < o.reps; ++r) {
       Bench b(*model, *be, 1, static_cast<size_t>(std::max(o.prompt, o.gen)), kv_type);
       const auto t0 = Clock::now();
-      b.step(1, 0, o.prompt);
+      b.step(1, 0, o.prompt, kernels::RowKind::prompt);
       pp.push_back(o.prompt / secs(Clock::now() - t0));
     }
     for (int r = 0; r < o.reps; ++r) {
       Bench b(*model, *be, 1, static_cast<size_t>(o.gen), kv_type);
       const auto t0 = Clock::now();
-      for (int i = 0; i < o.gen; ++i) b.step(1, i, 1);
+      for (int i = 0; i < o.gen; ++i) b.step(1, i, 1, kernels::RowKind::generated);
       tg.push_back(o.gen / secs(Clock::now() - t0));
     }
   };
@@ -188,9 +190,10 @@ int run_model_bench(const ModelBenchOptions& o) {
 
   for (int bsz : o.batch) {
     Bench b(*model, *be, static_cast<size_t>(bsz), 16 + 32, kv_type);
-    b.step(static_cast<size_t>(bsz), 0, 16);
+    b.step(static_cast<size_t>(bsz), 0, 16, kernels::RowKind::prompt);
     const auto t0 = Clock::now();
-    for (int i = 0; i < 32; ++i) b.step(static_cast<size_t>(bsz), 16 + i, 1);
+    for (int i = 0; i < 32; ++i)
+      b.step(static_cast<size_t>(bsz), 16 + i, 1, kernels::RowKind::generated);
     const double tps = bsz * 32 / secs(Clock::now() - t0);
     std::printf("decode, %2d parallel sequences: %9.1f t/s aggregate\n", bsz, tps);
     j["batch"].push_back({{"sequences", bsz}, {"tokens_per_s", tps}});
@@ -201,13 +204,13 @@ int run_model_bench(const ModelBenchOptions& o) {
     std::vector<std::unique_ptr<Bench>> benches;
     for (size_t i = 0; i < o.step_tokens.size(); ++i) {
       benches.push_back(std::make_unique<Bench>(*model, *be, 1, 64 + 64, kv_type));
-      benches.back()->step(1, 0, 64);
+      benches.back()->step(1, 0, 64, kernels::RowKind::prompt);
     }
     std::vector<std::vector<double>> t(o.step_tokens.size());
     for (int round = 0; round < 25; ++round) {
       for (size_t i = 0; i < o.step_tokens.size(); ++i) {
         const auto t0 = Clock::now();
-        benches[i]->step(1, 64, o.step_tokens[i]);
+        benches[i]->step(1, 64, o.step_tokens[i], kernels::RowKind::generated);
         t[i].push_back(secs(Clock::now() - t0));
       }
     }

@@ -50,10 +50,13 @@ GenerationResult generate(LlamaModel& model, Backend& backend, const GenerationR
     const size_t begin = req.use_kv_cache ? done : 0;
     const size_t n = seq.size() - begin;
     const int32_t last = static_cast<int32_t>(n - 1);
+    // Positions before the prompt's end are prompt tokens, the rest generated ones.
+    const size_t n_prompt = req.prompt.size() > begin ? req.prompt.size() - begin : 0;
     ForwardBatch b{{seq.data() + begin, n},
                    {positions.data() + begin, n},
                    {tables.data() + begin, n},
-                   {&last, 1}};
+                   {&last, 1},
+                   n_prompt};
     const auto ts = Clock::now();
     model.forward(backend, b, kv, logits.data());
     res.positions_processed += n;

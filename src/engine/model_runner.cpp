@@ -1,5 +1,7 @@
 #include "engine/model_runner.h"
 
+#include <algorithm>
+
 namespace lift {
 
 void ModelRunner::run(const SchedulerOutput& step) {
@@ -9,22 +11,30 @@ void ModelRunner::run(const SchedulerOutput& step) {
   tables_.clear();
   logit_rows_.clear();
   sampled_.clear();
-  for (const ScheduledSeq& s : step.batch) {
-    Sequence* seq = s.seq;
-    for (size_t j = 0; j < s.n_tokens; ++j) {
-      const size_t p = seq->n_computed + j;
-      tokens_.push_back(seq->tokens[p]);
-      positions_.push_back(static_cast<int32_t>(p));
-      tables_.push_back(seq->table.blocks.data());
+  // Prompt tokens first, then generated ones (kernels::RowKind); after a preemption one
+  // sequence's chunk can hold both.
+  size_t n_prompt = 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const ScheduledSeq& s : step.batch) {
+      Sequence* seq = s.seq;
+      const size_t begin = seq->n_computed, end = begin + s.n_tokens;
+      const size_t split = std::clamp(seq->n_prompt, begin, end);
+      const size_t b = pass == 0 ? begin : split, e = pass == 0 ? split : end;
+      for (size_t p = b; p < e; ++p) {
+        tokens_.push_back(seq->tokens[p]);
+        positions_.push_back(static_cast<int32_t>(p));
+        tables_.push_back(seq->table.blocks.data());
+      }
+      if (b < e && e == seq->tokens.size()) {
+        logit_rows_.push_back(static_cast<int32_t>(tokens_.size() - 1));
+        sampled_.push_back(seq);
+      }
     }
-    if (seq->n_computed + s.n_tokens == seq->tokens.size()) {
-      logit_rows_.push_back(static_cast<int32_t>(tokens_.size() - 1));
-      sampled_.push_back(seq);
-    }
+    if (pass == 0) n_prompt = tokens_.size();
   }
   const size_t vocab = static_cast<size_t>(model_.config().n_vocab);
   if (logits_.size() < logit_rows_.size() * vocab) logits_.resize(logit_rows_.size() * vocab);
-  model_.forward(backend_, ForwardBatch{tokens_, positions_, tables_, logit_rows_}, kv_,
+  model_.forward(backend_, ForwardBatch{tokens_, positions_, tables_, logit_rows_, n_prompt}, kv_,
                  logits_.data());
 }
 

@@ -9,18 +9,22 @@
 #include <string>
 
 #include "kernels/act_quant_impl.h"
+#include "kernels/bf16x2.h"
 #include "kernels/fp16.h"
 #include "kernels/isa.h"
 #include "kernels/quant_blocks.h"
 
 namespace lift::kernels {
 
-ActFormat act_format(GgmlType weight, bool quantize_activations) {
+ActFormat act_format(GgmlType weight, bool quantize_activations, RowKind kind) {
   switch (weight) {
     case GgmlType::F32:
+      return ActFormat::f32;
     case GgmlType::F16:
     case GgmlType::BF16:
-      return ActFormat::f32;
+      return quantize_activations && kind == RowKind::prompt && active_isa() == Isa::amx
+                 ? ActFormat::bf16x2
+                 : ActFormat::f32;
     case GgmlType::Q8_0:
     case GgmlType::Q4_0:
     case GgmlType::Q5_0:
@@ -35,7 +39,7 @@ ActFormat act_format(GgmlType weight, bool quantize_activations) {
 }
 
 size_t act_row_bytes(ActFormat af, size_t n) {
-  if (af == ActFormat::f32) return n * sizeof(float);
+  if (af == ActFormat::f32 || af == ActFormat::bf16x2) return n * 4;
   if (n % kQBlock != 0) {
     throw std::invalid_argument("act_row_bytes: quantized activation row of " + std::to_string(n) +
                                 " elements is not a multiple of 32");
@@ -49,9 +53,19 @@ void quantize_activation_row(ActFormat af, const float* x, size_t n, void* dst) 
     std::memcpy(out, x, n * sizeof(float));
     return;
   }
+  if (af == ActFormat::bf16x2) {
+    for (size_t i = 0; i < n; ++i) {
+      uint16_t hi, lo;
+      split_bf16x2(x[i], hi, lo);
+      std::memcpy(out + 2 * i, &hi, 2);
+      std::memcpy(out + 2 * (n + i), &lo, 2);
+    }
+    return;
+  }
   (void)act_row_bytes(af, n);  // validates n
   const bool with_sum = af == ActFormat::q8_1;
   switch (active_isa()) {
+    case Isa::amx:
     case Isa::avx512:
       return detail::quantize_q8_avx512(x, n, out, with_sum);
     case Isa::avx2:

@@ -9,14 +9,22 @@
 
 namespace lift::kernels {
 
-enum class ActFormat { f32, q8_0, q8_1 };
+// bf16x2: each value as two bf16 (kernels/bf16x2.h), all hi parts of the row, then all lo parts.
+enum class ActFormat { f32, q8_0, q8_1, bf16x2 };
+
+// What a product's activation rows are: prompt tokens, computed once in bulk, or generated
+// tokens (decode steps, and their recomputation after preemption). Machines with AMX give the
+// two kinds different kernels for float weights; a token's kind never depends on its batch.
+enum class RowKind { generated, prompt };
 
 // The activation format a matmul with this weight type takes: q8_0 for Q8_0/Q4_0/Q5_0, q8_1 for
-// Q4_1/Q5_1, f32 for float weights or when quantize_activations is false.
+// Q4_1/Q5_1, f32 for float weights or when quantize_activations is false, except bf16x2 for
+// prompt rows of F16/BF16 weights when the active Isa is amx (the tile multiplier's operands).
 // Throws std::invalid_argument for weight types the kernels do not support.
-ActFormat act_format(GgmlType weight, bool quantize_activations);
+ActFormat act_format(GgmlType weight, bool quantize_activations, RowKind kind = RowKind::generated);
 
-// Bytes of one activation row of n elements (n a multiple of 32 for q8_0/q8_1, else throws).
+// Bytes of one activation row of n elements (n a multiple of 32 for q8_0/q8_1, else throws;
+// 4n for bf16x2).
 size_t act_row_bytes(ActFormat af, size_t n);
 
 // Writes act_row_bytes(af, n) bytes to dst. Per 32 values: amax = max|x|, d = amax/127 (stored

@@ -60,17 +60,25 @@ struct AttentionArgs {
   const int32_t* n_ctx = nullptr;                // per token: positions to attend (pos + 1)
 };
 
+// The activation rows of a product: n rows, of which the first n_prompt are prompt tokens and
+// the rest generated tokens (kernels::RowKind). A backend may compute the two kinds with
+// different kernels; a row's result never depends on the other rows of the call.
+struct Rows {
+  size_t n = 0;
+  size_t n_prompt = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
 
-  // y[r*n_out + o] = sum_i W[o][i] * x[r*n_in + i] for r < n_rows.
-  virtual void matmul(const Matrix& w, const float* x, size_t n_rows, float* y) = 0;
+  // y[r*n_out + o] = sum_i W[o][i] * x[r*n_in + i] for r < rows.n.
+  virtual void matmul(const Matrix& w, const float* x, Rows rows, float* y) = 0;
   // ys[i] = ws[i] x for i < n: products of the same activations (Q/K/V, gate/up), which a
   // backend may quantize once and schedule together. Each result is what matmul() gives.
   virtual void matmul_many(const Matrix* const* ws, float* const* ys, size_t n, const float* x,
-                           size_t n_rows) {
-    for (size_t i = 0; i < n; ++i) matmul(*ws[i], x, n_rows, ys[i]);
+                           Rows rows) {
+    for (size_t i = 0; i < n; ++i) matmul(*ws[i], x, rows, ys[i]);
   }
   // Row r of the embedding table, dequantized, for each id.
   virtual void get_rows(const Matrix& table, const int32_t* ids, size_t n, float* out) = 0;

@@ -1,6 +1,8 @@
 // The optimized CPU backend: SIMD kernels (picked at run time), split over the thread pool by
 // output columns or by (token, head), never over an inner dimension.
 #include <algorithm>
+#include <cstdlib>
+#include <memory>
 #include <vector>
 
 #include "kernels/act_quant.h"
@@ -9,8 +11,10 @@
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/panel.h"
+#include "kernels/panel_amx.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/row_ops_backend.h"
+#include "util/large_alloc.h"
 #include "util/thread_pool.h"
 
 namespace lift {
@@ -24,19 +28,43 @@ class CpuBackend final : public RowOpsBackend {
 
   const char* name() const override { return "cpu"; }
 
-  void matmul(const Matrix& w, const float* x, size_t n_rows, float* y) override {
-    const kernels::ActFormat af = kernels::act_format(w.type, opts_.quantize_activations);
-    if (use_panel(w, af)) {
-      const Matrix* ws[] = {&w};
-      float* ys[] = {y};
-      return matmul_panels(ws, ys, 1, af, x, n_rows);
-    }
-    matmul_rows(w, af, prepare(af, x, w.n_in, n_rows, false), n_rows, y);
+  void matmul(const Matrix& w, const float* x, Rows rows, float* y) override {
+    const Matrix* ws[] = {&w};
+    float* ys[] = {y};
+    matmul_many(ws, ys, 1, x, rows);
   }
 
+  // Prompt rows on AMX tiles where the weights allow (one packing of x for all of ws), then the
+  // remaining rows as generated rows.
   void matmul_many(const Matrix* const* ws, float* const* ys, size_t n, const float* x,
-                   size_t n_rows) override {
+                   Rows rows) override {
+    size_t done = 0;
+    if (rows.n_prompt > 0 && n <= kMaxMany) {
+      bool amx = true;
+      for (size_t i = 0; i < n; ++i) amx = amx && use_amx(*ws[i]) && ws[i]->n_in == ws[0]->n_in;
+      if (amx) {
+        matmul_amx(ws, ys, n, x, rows.n_prompt);
+        done = rows.n_prompt;
+      }
+    }
+    if (done == rows.n) return;
+    float* rest[kMaxMany];
+    float* const* yr = ys;
+    if (done > 0) {
+      for (size_t i = 0; i < n; ++i) rest[i] = ys[i] + done * ws[i]->n_out;
+      yr = rest;
+    }
+    generated_products(ws, yr, n, x + done * ws[0]->n_in, rows.n - done);
+  }
+
+ private:
+  void generated_products(const Matrix* const* ws, float* const* ys, size_t n, const float* x,
+                          size_t n_rows) {
     const kernels::ActFormat af = kernels::act_format(ws[0]->type, opts_.quantize_activations);
+    if (n == 1) {
+      if (use_panel(*ws[0], af)) return matmul_panels(ws, ys, 1, af, x, n_rows);
+      return matmul_rows(*ws[0], af, prepare(af, x, ws[0]->n_in, n_rows, false), n_rows, ys[0]);
+    }
     // One activation preparation serves them all when they read the same input the same way;
     // then all on panels (one pool job) or all on stored rows.
     bool same = true, panels = n <= kMaxMany, rows = true;
@@ -52,10 +80,44 @@ class CpuBackend final : public RowOpsBackend {
       for (size_t i = 0; i < n; ++i) matmul_rows(*ws[i], af, a, n_rows, ys[i]);
       return;
     }
-    return Backend::matmul_many(ws, ys, n, x, n_rows);
+    for (size_t i = 0; i < n; ++i) generated_products(ws + i, ys + i, 1, x, n_rows);
   }
 
- private:
+  // Whether w's prompt rows go to the AMX kernels: an F16/BF16 panel and bf16x2 activations.
+  bool use_amx(const Matrix& w) const {
+    return w.panel != nullptr &&
+           kernels::act_format(w.type, opts_.quantize_activations, kernels::RowKind::prompt) ==
+               kernels::ActFormat::bf16x2;
+  }
+
+  // Prompt rows of products of the same activations on AMX tiles: x packed once (16-row groups
+  // over the pool), then one dispatch over all outputs in whole panels.
+  void matmul_amx(const Matrix* const* ws, float* const* ys, size_t n, const float* x,
+                  size_t n_rows) {
+    const size_t n_in = ws[0]->n_in;
+    const size_t bytes = kernels::amx_act_bytes(n_in, n_rows);
+    if (amx_capacity_ < bytes) {
+      amx_buf_.reset(static_cast<uint8_t*>(alloc_streamed(bytes)));
+      amx_capacity_ = bytes;
+    }
+    uint8_t* buf = amx_buf_.get();
+    pool_.parallel_for((n_rows + 15) / 16, [&](size_t g, int) {
+      kernels::amx_pack_activations(x, n_in, n_rows, g, buf);
+    });
+    size_t tiles[kMaxMany], first_task[kMaxMany + 1] = {0};
+    for (size_t i = 0; i < n; ++i) {
+      tiles[i] = column_tile(ws[i]->n_out, kPanelTile);
+      first_task[i + 1] = first_task[i] + (ws[i]->n_out + tiles[i] - 1) / tiles[i];
+    }
+    pool_.parallel_for(first_task[n], [&](size_t t, int) {
+      size_t i = 0;
+      while (t >= first_task[i + 1]) ++i;
+      const Matrix& w = *ws[i];
+      const size_t o0 = (t - first_task[i]) * tiles[i], o1 = std::min(w.n_out, o0 + tiles[i]);
+      kernels::matmul_panels_amx(*w.panel, buf, n_rows, ys[i], w.n_out, o0, o1);
+    });
+  }
+
   // Whether w's product runs on its load-time panels: they exist, the active kernels have them
   // (the Isa may have been lowered since loading), and the activation format is theirs.
   static bool use_panel(const Matrix& w, kernels::ActFormat af) {
@@ -173,6 +235,8 @@ class CpuBackend final : public RowOpsBackend {
   BackendOptions opts_;
   static constexpr size_t kMaxMany = 4;
   std::vector<uint8_t> act_buf_;
+  std::unique_ptr<uint8_t, decltype(&std::free)> amx_buf_{nullptr, &std::free};
+  size_t amx_capacity_ = 0;
   std::vector<kernels::ActBlockInfo> info_buf_;
   std::vector<std::vector<float>> scratch_;
   std::vector<std::pair<size_t, size_t>> tiles_;

@@ -1,6 +1,8 @@
 #include "kernels/isa.h"
 
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -18,6 +20,25 @@ bool has_f16c() {
   return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
 }
 
+// AMX tile data is off by default for Linux processes; one arch_prctl asks for it for the whole
+// process (all threads). Then XCR0 must show the tile state enabled.
+bool amx_usable() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
+  const bool tile = (edx & (1u << 24)) != 0, bf16 = (edx & (1u << 22)) != 0;
+  if (!tile || !bf16) return false;
+#if defined(__linux__) && defined(SYS_arch_prctl)
+  constexpr long kReqXcompPerm = 0x1023, kXfeatureTileData = 18;
+  if (syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureTileData) != 0) return false;
+  unsigned lo = 0, hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  constexpr unsigned kTileState = (1u << 17) | (1u << 18);
+  return (lo & kTileState) == kTileState;
+#else
+  return false;
+#endif
+}
+
 Isa detect() {
   __builtin_cpu_init();
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c() &&
@@ -26,7 +47,8 @@ Isa detect() {
   const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                       __builtin_cpu_supports("avx512vnni");
-  return avx512 ? Isa::avx512 : Isa::avx2;
+  if (!avx512) return Isa::avx2;
+  return __builtin_cpu_supports("avx512bf16") && amx_usable() ? Isa::amx : Isa::avx512;
 }
 
 Isa from_env(Isa best) {
@@ -34,7 +56,7 @@ Isa from_env(Isa best) {
   if (env == nullptr || *env == '\0') return best;
   const auto want = parse_isa(env);
   if (!want) {
-    std::fprintf(stderr, "lift: ignoring unknown LIFT_ISA=%s (use scalar|avx2|avx512)\n", env);
+    std::fprintf(stderr, "lift: ignoring unknown LIFT_ISA=%s (use scalar|avx2|avx512|amx)\n", env);
     return best;
   }
   if (*want > best) {
@@ -75,6 +97,8 @@ std::string_view isa_name(Isa isa) {
       return "avx2";
     case Isa::avx512:
       return "avx512";
+    case Isa::amx:
+      return "amx";
   }
   return "unknown";
 }
@@ -83,6 +107,7 @@ std::optional<Isa> parse_isa(std::string_view name) {
   if (name == "scalar") return Isa::scalar;
   if (name == "avx2") return Isa::avx2;
   if (name == "avx512") return Isa::avx512;
+  if (name == "amx") return Isa::amx;
   return std::nullopt;
 }
 

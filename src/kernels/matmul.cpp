@@ -28,6 +28,8 @@ bool pair_supported(GgmlType wt, ActFormat af) {
       return wt == GgmlType::Q8_0 || wt == GgmlType::Q4_0 || wt == GgmlType::Q5_0;
     case ActFormat::q8_1:
       return wt == GgmlType::Q4_1 || wt == GgmlType::Q5_1;
+    case ActFormat::bf16x2:
+      return wt == GgmlType::F16 || wt == GgmlType::BF16;
   }
   return false;
 }
@@ -40,6 +42,8 @@ const char* act_name(ActFormat af) {
       return "q8_0";
     case ActFormat::q8_1:
       return "q8_1";
+    case ActFormat::bf16x2:
+      return "bf16x2";
   }
   return "?";
 }
@@ -155,7 +159,8 @@ void validate_matmul(const MatmulArgs& a, const char* who) {
   if (!pair_supported(a.wt, a.af)) {
     fail(who, "unsupported weight type " + tname() + " with " + act_name(a.af) + " activations");
   }
-  if ((is_block_type(a.wt) || a.af != ActFormat::f32) && a.n_in % 32 != 0) {
+  const bool blocks = a.af == ActFormat::q8_0 || a.af == ActFormat::q8_1;
+  if ((is_block_type(a.wt) || blocks) && a.n_in % 32 != 0) {
     fail(who, tname() + " needs n_in to be a multiple of 32, got " + std::to_string(a.n_in));
   }
   if (a.o_begin > a.o_end) fail(who, "o_begin > o_end");
@@ -203,8 +208,12 @@ void matmul(GgmlType wt, const void* w, size_t w_row_bytes, size_t n_in, ActForm
                              y,           ldy,
                              o_begin,     o_end};
   detail::validate_matmul(a, "matmul");
+  if (af == ActFormat::bf16x2) {
+    throw std::invalid_argument("matmul: bf16x2 activations run on AMX panels (matmul_panels_amx)");
+  }
   if (n_rows == 0 || o_begin == o_end) return;
   switch (active_isa()) {
+    case Isa::amx:
     case Isa::avx512:
       return detail::matmul_avx512(a);
     case Isa::avx2:

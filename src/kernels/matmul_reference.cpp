@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/bf16x2.h"
 #include "kernels/dequant.h"
 #include "kernels/dequant_block.h"
 #include "kernels/matmul.h"
@@ -49,7 +50,7 @@ void matmul_reference(GgmlType wt, const void* w, size_t w_row_bytes, size_t n_i
   const size_t nb = n_in / 32;
   for (size_t o = o_begin; o < o_end; ++o) {
     const uint8_t* wp = a.w + o * w_row_bytes;
-    if (af == ActFormat::f32) dequantize_row(wt, wp, wrow.data(), n_in);
+    if (af == ActFormat::f32 || af == ActFormat::bf16x2) dequantize_row(wt, wp, wrow.data(), n_in);
     for (size_t r = 0; r < n_rows; ++r) {
       const uint8_t* xp = a.act + r * act_stride;
       double acc = 0.0;
@@ -57,6 +58,15 @@ void matmul_reference(GgmlType wt, const void* w, size_t w_row_bytes, size_t n_i
         std::memcpy(xrow.data(), xp, n_in * sizeof(float));
         for (size_t i = 0; i < n_in; ++i) {
           acc += static_cast<double>(wrow[i]) * static_cast<double>(xrow[i]);
+        }
+      } else if (af == ActFormat::bf16x2) {
+        for (size_t i = 0; i < n_in; ++i) {
+          uint16_t hi, lo;
+          std::memcpy(&hi, xp + 2 * i, 2);
+          std::memcpy(&lo, xp + 2 * (n_in + i), 2);
+          const double x =
+              static_cast<double>(bf16_value(hi)) + static_cast<double>(bf16_value(lo));
+          acc += static_cast<double>(wrow[i]) * x;
         }
       } else if (wt == GgmlType::Q8_0) {
         acc = block_dot<BlockQ8_0, BlockQ8_0>(wp, xp, nb);

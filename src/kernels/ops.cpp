@@ -43,6 +43,7 @@ const AttentionKernels& attention_kernels() {
   static constexpr AttentionKernels kAvx512{
       attention_avx512::attend_tile, attention_avx512::exp_lanes, attention_avx512::swiglu_lanes};
   switch (active_isa()) {
+    case Isa::amx:
     case Isa::avx512:
       return kAvx512;
     case Isa::avx2:

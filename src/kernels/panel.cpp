@@ -124,7 +124,7 @@ void zero_row(GgmlType t, size_t n_in, uint8_t* dst) {
 
 }  // namespace
 
-bool panel_supported(GgmlType type) { return packable(type) && active_isa() == Isa::avx512; }
+bool panel_supported(GgmlType type) { return packable(type) && active_isa() >= Isa::avx512; }
 
 PanelMatrix pack_panels(GgmlType type, const void* w, size_t row_bytes, size_t n_in, size_t n_out) {
   if (!packable(type)) fail("type has no panel layout");
@@ -159,7 +159,7 @@ void unpack_panel_row(const PanelMatrix& w, size_t o, void* dst) {
 
 void act_block_info(const void* q8_0_row, size_t n, ActBlockInfo* info) {
   const auto* p = static_cast<const uint8_t*>(q8_0_row);
-  if (active_isa() == Isa::avx512) return detail::act_block_info_avx512(p, n / kQBlock, info);
+  if (active_isa() >= Isa::avx512) return detail::act_block_info_avx512(p, n / kQBlock, info);
   for (size_t b = 0; b < n / kQBlock; ++b) {
     BlockQ8_0 blk;
     std::memcpy(&blk, p + b * sizeof blk, sizeof blk);

@@ -66,7 +66,7 @@ double probe_read_bandwidth(ThreadPool& pool, size_t bytes, int passes) {
       const size_t b = n / threads * t / 64 * 64,
                    e = t + 1 == threads ? n : n / threads * (t + 1) / 64 * 64;
       float s;
-      if (isa == kernels::Isa::avx512)
+      if (isa >= kernels::Isa::avx512)
         s = probes::sum_avx512(buf.get() + b, e - b);
       else if (isa == kernels::Isa::avx2)
         s = probes::sum_avx2(buf.get() + b, e - b);
@@ -84,12 +84,12 @@ double probe_fp32_fma(ThreadPool& pool) {
   const kernels::Isa isa = kernels::active_isa();
   if (isa == kernels::Isa::scalar) return 0;
   const int64_t iters = 20'000'000;
-  const double lanes = isa == kernels::Isa::avx512 ? 16 : 8;
+  const double lanes = isa >= kernels::Isa::avx512 ? 16 : 8;
   std::vector<double> rates;
   for (int rep = 0; rep < 3; ++rep) {
     const auto t0 = Clock::now();
     pool.parallel_for(static_cast<size_t>(pool.size()), [&](size_t, int) {
-      g_sink_f = g_sink_f + (isa == kernels::Isa::avx512 ? probes::fma_avx512(iters)
+      g_sink_f = g_sink_f + (isa >= kernels::Isa::avx512 ? probes::fma_avx512(iters)
                                                          : probes::fma_avx2(iters));
     });
     const double flops = static_cast<double>(iters) * 10 * lanes * 2 * pool.size();
@@ -99,7 +99,7 @@ double probe_fp32_fma(ThreadPool& pool) {
 }
 
 double probe_int8_dot(ThreadPool& pool) {
-  if (kernels::active_isa() != kernels::Isa::avx512) return 0;
+  if (kernels::active_isa() < kernels::Isa::avx512) return 0;
   const int64_t iters = 20'000'000;
   std::vector<double> rates;
   for (int rep = 0; rep < 3; ++rep) {

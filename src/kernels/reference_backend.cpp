@@ -18,21 +18,11 @@ class ReferenceBackend final : public RowOpsBackend {
   explicit ReferenceBackend(BackendOptions opts) : opts_(opts) {}
   const char* name() const override { return "reference"; }
 
-  void matmul(const Matrix& w, const float* x, size_t n_rows, float* y) override {
-    const kernels::ActFormat af = kernels::act_format(w.type, opts_.quantize_activations);
-    const void* act = x;
-    size_t act_stride = w.n_in * sizeof(float);
-    std::vector<uint8_t> buf;
-    if (af != kernels::ActFormat::f32) {
-      act_stride = kernels::act_row_bytes(af, w.n_in);
-      buf.resize(act_stride * n_rows);
-      for (size_t r = 0; r < n_rows; ++r) {
-        kernels::quantize_activation_row(af, x + r * w.n_in, w.n_in, buf.data() + r * act_stride);
-      }
-      act = buf.data();
-    }
-    kernels::matmul_reference(w.type, w.data, w.row_bytes, w.n_in, af, act, act_stride, n_rows, y,
-                              w.n_out, 0, w.n_out);
+  void matmul(const Matrix& w, const float* x, Rows rows, float* y) override {
+    // Prompt rows, then generated rows, each in the activation format the fast path gives them.
+    product(w, x, rows.n_prompt, kernels::RowKind::prompt, y);
+    product(w, x + rows.n_prompt * w.n_in, rows.n - rows.n_prompt, kernels::RowKind::generated,
+            y + rows.n_prompt * w.n_out);
   }
 
   void attention(const AttentionArgs& a) override {
@@ -48,6 +38,24 @@ class ReferenceBackend final : public RowOpsBackend {
   }
 
  private:
+  void product(const Matrix& w, const float* x, size_t n_rows, kernels::RowKind kind, float* y) {
+    if (n_rows == 0) return;
+    const kernels::ActFormat af = kernels::act_format(w.type, opts_.quantize_activations, kind);
+    const void* act = x;
+    size_t act_stride = w.n_in * sizeof(float);
+    std::vector<uint8_t> buf;
+    if (af != kernels::ActFormat::f32) {
+      act_stride = kernels::act_row_bytes(af, w.n_in);
+      buf.resize(act_stride * n_rows);
+      for (size_t r = 0; r < n_rows; ++r) {
+        kernels::quantize_activation_row(af, x + r * w.n_in, w.n_in, buf.data() + r * act_stride);
+      }
+      act = buf.data();
+    }
+    kernels::matmul_reference(w.type, w.data, w.row_bytes, w.n_in, af, act, act_stride, n_rows, y,
+                              w.n_out, 0, w.n_out);
+  }
+
   BackendOptions opts_;
 };
 

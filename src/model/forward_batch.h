@@ -12,8 +12,12 @@ struct ForwardBatch {
   std::span<const int32_t> tokens;
   std::span<const int32_t> positions;
   std::span<const int32_t* const> block_tables;  // per token
-  // Indices into tokens whose logits are wanted (usually each sequence's last token).
+  // Indices into tokens whose logits are wanted (usually each sequence's last token), those
+  // below n_prompt first.
   std::span<const int32_t> logit_rows;
+  // Tokens [0, n_prompt) are prompt tokens, the rest generated ones (kernels::RowKind): a
+  // token's kind is fixed by its position in its own sequence, never by the batch.
+  size_t n_prompt = 0;
 };
 
 }  // namespace lift

@@ -134,9 +134,10 @@ void LlamaModel::ensure_workspace(size_t n) {
 void LlamaModel::forward(Backend& be, const ForwardBatch& batch, KvCache& kv, float* logits) {
   const size_t n = batch.tokens.size();
   if (n == 0) return;
-  if (batch.positions.size() != n || batch.block_tables.size() != n) {
+  if (batch.positions.size() != n || batch.block_tables.size() != n || batch.n_prompt > n) {
     throw Error("forward: batch arrays disagree in length");
   }
+  const Rows rows{n, batch.n_prompt};
   for (size_t i = 0; i < n; ++i) {
     if (batch.tokens[i] < 0 || batch.tokens[i] >= cfg_.n_vocab) {
       throw Error("token id " + std::to_string(batch.tokens[i]) + " is outside the vocabulary (" +
@@ -165,7 +166,7 @@ void LlamaModel::forward(Backend& be, const ForwardBatch& batch, KvCache& kv, fl
     {
       const Matrix* ws[] = {&w.wq, &w.wk, &w.wv};
       float* ys[] = {q_.data(), k_.data(), v_.data()};
-      be.matmul_many(ws, ys, 3, xn_.data(), n);
+      be.matmul_many(ws, ys, 3, xn_.data(), rows);
     }
     be.rope(q_.data(), n, static_cast<size_t>(cfg_.n_heads), hd, rope_dim, rope_cs_.data());
     be.rope(k_.data(), n, static_cast<size_t>(cfg_.n_kv_heads), hd, rope_dim, rope_cs_.data());
@@ -188,30 +189,34 @@ void LlamaModel::forward(Backend& be, const ForwardBatch& batch, KvCache& kv, fl
     a.block_tables = batch.block_tables.data();
     a.n_ctx = n_ctx_.data();
     be.attention(a);
-    be.matmul(w.wo, att_.data(), n, proj_.data());
+    be.matmul(w.wo, att_.data(), rows, proj_.data());
     for (size_t i = 0; i < n * dim; ++i) x_[i] += proj_[i];
 
     be.rmsnorm(x_.data(), w.ffn_norm.data(), n, dim, cfg_.rms_eps, xn_.data());
     {
       const Matrix* ws[] = {&w.w_gate, &w.w_up};
       float* ys[] = {gate_.data(), up_.data()};
-      be.matmul_many(ws, ys, 2, xn_.data(), n);
+      be.matmul_many(ws, ys, 2, xn_.data(), rows);
     }
     be.swiglu(gate_.data(), up_.data(), n * ffn, hidden_.data());
-    be.matmul(w.w_down, hidden_.data(), n, proj_.data());
+    be.matmul(w.w_down, hidden_.data(), rows, proj_.data());
     for (size_t i = 0; i < n * dim; ++i) x_[i] += proj_[i];
   }
 
   // Only the rows that need logits go through the (large) output projection.
   const size_t m = batch.logit_rows.size();
   if (m == 0) return;
+  size_t m_prompt = 0;
   for (size_t j = 0; j < m; ++j) {
     const size_t r = static_cast<size_t>(batch.logit_rows[j]);
     if (r >= n) throw Error("forward: logit row out of range");
+    if (r < batch.n_prompt && m_prompt++ != j) {
+      throw Error("forward: logit rows of prompt tokens must come first");
+    }
     std::memcpy(att_.data() + j * dim, x_.data() + r * dim, dim * sizeof(float));
   }
   be.rmsnorm(att_.data(), output_norm_.data(), m, dim, cfg_.rms_eps, xn_.data());
-  be.matmul(output_, xn_.data(), m, logits);
+  be.matmul(output_, xn_.data(), Rows{m, m_prompt}, logits);
 }
 
 }  // namespace lift

@@ -20,7 +20,7 @@ namespace lift::kernels::testing {
 // Every Isa this CPU can run, scalar first.
 inline std::vector<Isa> supported_isas() {
   std::vector<Isa> out;
-  for (Isa i : {Isa::scalar, Isa::avx2, Isa::avx512}) {
+  for (Isa i : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::amx}) {
     if (i <= best_isa()) out.push_back(i);
   }
   return out;

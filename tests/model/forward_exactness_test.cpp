@@ -78,7 +78,7 @@ TEST_P(ForwardExactness, BatchChunkingAndThreadInvariance) {
   std::vector<std::vector<float>> alone;
   {
     KvCache kv(cfg, 16, 16, kv_type());
-    TestSequence a{toks, {}, 0};
+    TestSequence a{toks, {}, 0, 30};
     test::assign_blocks(a, 0, 3);
     alone.push_back(test::step(*model, *be1, kv, {&a}, {30})[0]);
     for (int s = 0; s < 4; ++s) alone.push_back(test::step(*model, *be1, kv, {&a}, {1})[0]);
@@ -87,11 +87,11 @@ TEST_P(ForwardExactness, BatchChunkingAndThreadInvariance) {
   // blocks placed elsewhere in a bigger cache.
   {
     KvCache kv(cfg, 32, 16, kv_type());
-    TestSequence a{toks, {}, 0};
+    TestSequence a{toks, {}, 0, 30};
     a.table = {9, 3, 17};
-    TestSequence other1{random_tokens(60, cfg.n_vocab, 8), {}, 0};
+    TestSequence other1{random_tokens(60, cfg.n_vocab, 8), {}, 0, 10};
     test::assign_blocks(other1, 20, 4);
-    TestSequence other2{random_tokens(60, cfg.n_vocab, 9), {}, 0};
+    TestSequence other2{random_tokens(60, cfg.n_vocab, 9), {}, 0, 20};
     test::assign_blocks(other2, 24, 4);
     test::step(*model, *be2, kv, {&a, &other1}, {7, 5});
     test::step(*model, *be2, kv, {&other2, &a, &other1}, {9, 11, 1});
@@ -105,11 +105,22 @@ TEST_P(ForwardExactness, BatchChunkingAndThreadInvariance) {
   // Prefill vs decode: feeding the prompt one token at a time gives the same final logits.
   {
     KvCache kv(cfg, 16, 16, kv_type());
-    TestSequence a{toks, {}, 0};
+    TestSequence a{toks, {}, 0, 30};
     test::assign_blocks(a, 0, 3);
     std::vector<float> last;
     for (int s = 0; s < 30; ++s) last = test::step(*model, *be2, kv, {&a}, {1})[0];
     EXPECT_TRUE(bitwise_equal(last, alone[0])) << "token-by-token vs one prefill";
+  }
+  // Recomputation after a preemption: prompt and generated tokens in one chunk (each kind
+  // computed as its kind is) give the logits the decode steps gave.
+  {
+    KvCache kv(cfg, 16, 16, kv_type());
+    TestSequence a{toks, {}, 0, 30};
+    a.table = {5, 1, 11};
+    TestSequence other{random_tokens(40, cfg.n_vocab, 10), {}, 0, 40};
+    test::assign_blocks(other, 12, 3);
+    auto out = test::step(*model, *be2, kv, {&other, &a}, {8, 34});
+    EXPECT_TRUE(bitwise_equal(out[1], alone[4])) << "recomputed prompt + generated tokens";
   }
 }
 

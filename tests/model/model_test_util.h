@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -56,36 +58,45 @@ inline std::string resolve_model(const std::string& name) {
   return path;
 }
 
-// One sequence's K/V blocks inside a shared cache.
+// One sequence's K/V blocks inside a shared cache. Tokens before n_prompt are prompt tokens,
+// the rest generated ones (kernels::RowKind).
 struct TestSequence {
   std::vector<int32_t> tokens;
   std::vector<int32_t> table;
   size_t cached = 0;  // tokens whose K/V are already in the cache
+  size_t n_prompt = SIZE_MAX;
 };
 
 // Runs `take[i]` new tokens of each sequence i in one batch and returns each sequence's
-// logits for its last token of this step (empty for sequences with take 0).
+// logits for its last token of this step (empty for sequences with take 0). As the engine's
+// model runner does, the batch holds every prompt token first, then the generated ones.
 inline std::vector<std::vector<float>> step(LlamaModel& m, Backend& be, KvCache& kv,
                                             std::vector<TestSequence*> seqs,
                                             const std::vector<size_t>& take) {
   std::vector<int32_t> tok, pos, rows;
   std::vector<const int32_t*> tables;
   std::vector<size_t> owner;
-  for (size_t s = 0; s < seqs.size(); ++s) {
-    for (size_t j = 0; j < take[s]; ++j) {
-      const size_t p = seqs[s]->cached + j;
-      tok.push_back(seqs[s]->tokens[p]);
-      pos.push_back(static_cast<int32_t>(p));
-      tables.push_back(seqs[s]->table.data());
+  size_t n_prompt = 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t s = 0; s < seqs.size(); ++s) {
+      const size_t begin = seqs[s]->cached, end = begin + take[s];
+      const size_t split = std::clamp(seqs[s]->n_prompt, begin, end);
+      const size_t b = pass == 0 ? begin : split, e = pass == 0 ? split : end;
+      for (size_t p = b; p < e; ++p) {
+        tok.push_back(seqs[s]->tokens[p]);
+        pos.push_back(static_cast<int32_t>(p));
+        tables.push_back(seqs[s]->table.data());
+      }
+      if (b < e && e == end) {
+        rows.push_back(static_cast<int32_t>(tok.size() - 1));
+        owner.push_back(s);
+      }
     }
-    if (take[s] > 0) {
-      rows.push_back(static_cast<int32_t>(tok.size() - 1));
-      owner.push_back(s);
-    }
+    if (pass == 0) n_prompt = tok.size();
   }
   const size_t vocab = static_cast<size_t>(m.config().n_vocab);
   std::vector<float> logits(rows.size() * vocab);
-  m.forward(be, ForwardBatch{tok, pos, tables, rows}, kv, logits.data());
+  m.forward(be, ForwardBatch{tok, pos, tables, rows, n_prompt}, kv, logits.data());
   std::vector<std::vector<float>> out(seqs.size());
   for (size_t r = 0; r < rows.size(); ++r) {
     out[owner[r]].assign(logits.begin() + static_cast<ptrdiff_t>(r * vocab),
