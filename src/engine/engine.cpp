@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "kernels/act_quant.h"
 #include "util/error.h"
 
 namespace lift {
@@ -42,6 +43,17 @@ Engine::Engine(LlamaModel& model, const Tokenizer& tokenizer, EngineConfig cfg)
                 " tokens but the model's vocabulary has " + std::to_string(model.config().n_vocab));
   }
   metrics_.kv_total_blocks = kv_.n_blocks();
+  // Where prompt and generated tokens take different kernels, cached K/V of one kind must not
+  // stand in for the other's (the bits would then depend on what was cached).
+  const bool split = kernels::act_format(GgmlType::F16, cfg.backend.quantize_activations,
+                                         kernels::RowKind::prompt) !=
+                     kernels::act_format(GgmlType::F16, cfg.backend.quantize_activations,
+                                         kernels::RowKind::generated);
+  for (const auto& t : model.file().tensors()) {
+    if (split && t.n_dims == 2 && (t.type == GgmlType::F16 || t.type == GgmlType::BF16)) {
+      blocks_.keep_kinds_apart(true);
+    }
+  }
 }
 
 Engine::~Engine() { stop(); }
@@ -295,7 +307,7 @@ bool Engine::step() {
       recomputed_tokens_ += std::min(seq->n_computed, seq->recompute_from) - before;
     }
     if (seq->n_computed >= seq->recompute_from) seq->recompute_from = 0;
-    blocks_.commit(seq->table, seq->tokens, seq->n_computed);
+    blocks_.commit(seq->table, seq->tokens, seq->n_computed, seq->n_prompt);
   }
   const auto& sampled = runner_.sampled();
   for (size_t i = 0; i < sampled.size(); ++i) sample_and_emit(sampled[i], runner_.logits(i));

@@ -146,7 +146,7 @@ void Scheduler::schedule(SchedulerOutput& out) {
   while (may_admit && budget > 0 && !waiting_.empty() && running_.size() < cfg_.max_seqs) {
     Sequence* seq = waiting_.front();
     if (seq->table.empty()) {
-      seq->n_computed = blocks_.allocate_prompt(seq->table, seq->tokens);
+      seq->n_computed = blocks_.allocate_prompt(seq->table, seq->tokens, seq->n_prompt);
     }
     const size_t n = std::min({seq->remaining(), cfg_.max_prefill_chunk, budget});
     if (!blocks_.can_append(seq->table, n)) {

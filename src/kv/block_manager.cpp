@@ -43,6 +43,7 @@ BlockManager::BlockManager(size_t n_blocks, size_t block_size, bool prefix_cachi
     hash_.assign(n_blocks, 0);
     parent_.assign(n_blocks, -1);
     parent_gen_.assign(n_blocks, 0);
+    boundary_.assign(n_blocks, -1);
     tokens_.assign(n_blocks * block_size, 0);
     index_.reserve(n_blocks);
   }
@@ -113,14 +114,26 @@ void BlockManager::release(int32_t b) {
   }
 }
 
-bool BlockManager::matches(int32_t b, std::span<const int32_t> tokens, int32_t parent) const {
-  if (parent_[b] != parent) return false;
+uint64_t BlockManager::block_key(size_t i, uint64_t parent_hash, std::span<const int32_t> tokens,
+                                 size_t n_prompt, int32_t& boundary) const {
+  boundary = -1;
+  if (kinds_apart_ && n_prompt / block_size_ == i) {
+    boundary = static_cast<int32_t>(n_prompt % block_size_);
+    parent_hash ^= 0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(boundary + 1);
+  }
+  return hash_fn_(parent_hash, tokens);
+}
+
+bool BlockManager::matches(int32_t b, std::span<const int32_t> tokens, int32_t parent,
+                           int32_t boundary) const {
+  if (parent_[b] != parent || boundary_[b] != boundary) return false;
   if (parent >= 0 && parent_gen_[b] != gen_[parent]) return false;
   const int32_t* stored = tokens_.data() + static_cast<size_t>(b) * block_size_;
   return std::equal(tokens.begin(), tokens.end(), stored);
 }
 
-size_t BlockManager::allocate_prompt(BlockTable& table, std::span<const int32_t> prompt) {
+size_t BlockManager::allocate_prompt(BlockTable& table, std::span<const int32_t> prompt,
+                                     size_t n_prompt) {
   if (!table.blocks.empty() || table.n_tokens != 0 || !table.hashes.empty()) {
     throw Error("block manager: allocate_prompt needs an empty block table");
   }
@@ -132,10 +145,11 @@ size_t BlockManager::allocate_prompt(BlockTable& table, std::span<const int32_t>
   int32_t parent = -1;
   for (size_t i = 0; i < n_lookup; ++i) {
     const auto toks = prompt.subspan(i * block_size_, block_size_);
-    const uint64_t h = hash_fn_(parent_hash, toks);
+    int32_t boundary;
+    const uint64_t h = block_key(i, parent_hash, toks, n_prompt, boundary);
     ++stats_.prefix_queries;
     const auto it = index_.find(h);
-    if (it == index_.end() || !matches(it->second, toks, parent)) break;
+    if (it == index_.end() || !matches(it->second, toks, parent, boundary)) break;
     const int32_t b = it->second;
     if (ref_[b] == 0) {  // revive a cached block
       unlink(cached_, b);
@@ -190,8 +204,8 @@ bool BlockManager::append_slots(BlockTable& table, size_t n,
   return true;
 }
 
-void BlockManager::commit(BlockTable& table, std::span<const int32_t> all_tokens,
-                          size_t n_computed) {
+void BlockManager::commit(BlockTable& table, std::span<const int32_t> all_tokens, size_t n_computed,
+                          size_t n_prompt) {
   if (!prefix_caching_) return;
   if (n_computed > table.n_tokens || n_computed > all_tokens.size()) {
     throw Error("block manager: commit of " + std::to_string(n_computed) +
@@ -202,7 +216,8 @@ void BlockManager::commit(BlockTable& table, std::span<const int32_t> all_tokens
   for (size_t i = table.hashes.size(); i < n_full; ++i) {
     const uint64_t parent_hash = i == 0 ? kRootHash : table.hashes[i - 1];
     const auto toks = all_tokens.subspan(i * block_size_, block_size_);
-    const uint64_t h = hash_fn_(parent_hash, toks);
+    int32_t boundary;
+    const uint64_t h = block_key(i, parent_hash, toks, n_prompt, boundary);
     table.hashes.push_back(h);
     const int32_t b = table.blocks[i];
     if (has_entry_[b]) continue;         // registered through a forked sibling
@@ -212,6 +227,7 @@ void BlockManager::commit(BlockTable& table, std::span<const int32_t> all_tokens
     hash_[b] = h;
     parent_[b] = i == 0 ? -1 : table.blocks[i - 1];
     parent_gen_[b] = i == 0 ? 0 : gen_[table.blocks[i - 1]];
+    boundary_[b] = boundary;
     std::copy(toks.begin(), toks.end(), tokens_.begin() + static_cast<ptrdiff_t>(b * block_size_));
   }
 }

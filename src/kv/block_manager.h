@@ -79,7 +79,9 @@ class BlockManager {
   // block_size, always < prompt.size() so the last prompt token is computed and gives logits).
   // Takes no blocks for the remaining tokens: call append_slots for them.
   // Throws lift::Error if the table is not empty.
-  size_t allocate_prompt(BlockTable& table, std::span<const int32_t> prompt);
+  // Tokens from n_prompt on are generated ones (see keep_kinds_apart).
+  size_t allocate_prompt(BlockTable& table, std::span<const int32_t> prompt,
+                         size_t n_prompt = SIZE_MAX);
 
   // Whether append_slots(table, n) would succeed.
   bool can_append(const BlockTable& table, size_t n) const;
@@ -94,7 +96,15 @@ class BlockManager {
   // block in the prefix cache (no-op without prefix caching). A block whose hash is already
   // cached by another block is not registered twice. all_tokens holds at least n_computed
   // tokens of the sequence. Throws lift::Error if n_computed exceeds the table's slots.
-  void commit(BlockTable& table, std::span<const int32_t> all_tokens, size_t n_computed);
+  void commit(BlockTable& table, std::span<const int32_t> all_tokens, size_t n_computed,
+              size_t n_prompt = SIZE_MAX);
+
+  // For a backend whose products differ for prompt and generated tokens (kernels::RowKind):
+  // the block holding a sequence's first generated token is then keyed by where that token
+  // sits in it (and the blocks after it through the hash chain), so K/V computed with the
+  // generated tokens' kernels never serve a prompt that would compute them otherwise. Call
+  // before the first commit.
+  void keep_kinds_apart(bool on) { kinds_apart_ = on; }
 
   // child shares all of parent's blocks (ref++). Throws lift::Error if child is not empty.
   void fork(const BlockTable& parent, BlockTable& child);
@@ -123,13 +133,18 @@ class BlockManager {
   int32_t take_block();        // from free, else evict LRU cached; returns ref 1, used
   void release(int32_t b);     // ref--, to cached/free at 0
   void drop_entry(int32_t b);  // removes b's prefix-cache entry
-  bool matches(int32_t b, std::span<const int32_t> tokens, int32_t parent) const;
+  bool matches(int32_t b, std::span<const int32_t> tokens, int32_t parent, int32_t boundary) const;
+  // Block i's hash, and where in it the first generated token sits (-1: none, or kinds not kept
+  // apart).
+  uint64_t block_key(size_t i, uint64_t parent_hash, std::span<const int32_t> tokens,
+                     size_t n_prompt, int32_t& boundary) const;
   size_t blocks_needed(const BlockTable& table, size_t n) const;
   void debug_check_counts() const;
 
   size_t block_size_;
   bool prefix_caching_;
   BlockHashFn hash_fn_;
+  bool kinds_apart_ = false;
 
   // Per block.
   std::vector<int32_t> ref_;
@@ -140,6 +155,7 @@ class BlockManager {
   std::vector<uint64_t> hash_;
   std::vector<int32_t> parent_;       // parent block at registration (-1 for the first)
   std::vector<uint64_t> parent_gen_;  // its generation then
+  std::vector<int32_t> boundary_;     // block_key's boundary when registered
   std::vector<int32_t> tokens_;       // block_size token ids per registered block
 
   List free_, cached_;  // cached_: head = least recently used

@@ -595,3 +595,35 @@ TEST(BlockManager, RandomOperationsWithCollidingHash) {
 
 }  // namespace
 }  // namespace lift
+
+namespace lift {
+namespace {
+
+// A sequence with an 8-token prompt generates 4 tokens (block size 4), then frees its blocks
+// into the cache. A new prompt repeating all 12 tokens reuses the generated block only when the
+// two kinds of token are computed alike; the sequence itself, resumed, always gets it back.
+size_t reuse_after_generation(bool kinds_apart, size_t resumed_prompt_len) {
+  BlockManager bm(8, 4);
+  bm.keep_kinds_apart(kinds_apart);
+  const auto toks = iota_tokens(13, 100);
+  BlockTable a;
+  Copies copies;
+  EXPECT_EQ(bm.allocate_prompt(a, std::span(toks).first(8), 8), 0u);
+  EXPECT_TRUE(bm.append_slots(a, 12, &copies));
+  bm.commit(a, toks, 12, 8);
+  bm.free(a);
+  BlockTable b;
+  const size_t reused = bm.allocate_prompt(b, toks, resumed_prompt_len);
+  bm.free(b);
+  return reused;
+}
+
+TEST(BlockManager, GeneratedBlocksServeOnlyTheirKindWhenKindsAreApart) {
+  EXPECT_EQ(reuse_after_generation(false, 13), 12u);
+  EXPECT_EQ(reuse_after_generation(true, 13), 8u);  // a new prompt: all 13 are prompt tokens
+  EXPECT_EQ(reuse_after_generation(true, 8), 12u);  // the same sequence resumed
+  EXPECT_EQ(reuse_after_generation(true, 9), 8u);   // another split inside the third block
+}
+
+}  // namespace
+}  // namespace lift
