@@ -50,7 +50,9 @@ Engine::Engine(LlamaModel& model, const Tokenizer& tokenizer, EngineConfig cfg)
                      kernels::act_format(GgmlType::F16, cfg.backend.quantize_activations,
                                          kernels::RowKind::generated);
   for (const auto& t : model.file().tensors()) {
-    if (split && t.n_dims == 2 && (t.type == GgmlType::F16 || t.type == GgmlType::BF16)) {
+    const bool product = t.name != "token_embd.weight" || model.tied_output();
+    if (split && product && t.n_dims == 2 &&
+        (t.type == GgmlType::F16 || t.type == GgmlType::BF16)) {
       blocks_.keep_kinds_apart(true);
     }
   }

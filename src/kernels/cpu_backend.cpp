@@ -39,10 +39,15 @@ class CpuBackend final : public RowOpsBackend {
   void matmul_many(const Matrix* const* ws, float* const* ys, size_t n, const float* x,
                    Rows rows) override {
     size_t done = 0;
-    if (rows.n_prompt > 0 && n <= kMaxMany) {
-      bool amx = true;
-      for (size_t i = 0; i < n; ++i) amx = amx && use_amx(*ws[i]) && ws[i]->n_in == ws[0]->n_in;
-      if (amx) {
+    if (rows.n_prompt > 0) {
+      size_t amx = 0;
+      for (size_t i = 0; i < n; ++i) amx += use_amx(*ws[i]) && ws[i]->n_in == ws[0]->n_in;
+      if (amx > 0 && (amx < n || n > kMaxMany)) {
+        // Mixed weight types: each product on its own, as matmul() would do it.
+        for (size_t i = 0; i < n; ++i) matmul_many(ws + i, ys + i, 1, x, rows);
+        return;
+      }
+      if (amx == n) {
         matmul_amx(ws, ys, n, x, rows.n_prompt);
         done = rows.n_prompt;
       }

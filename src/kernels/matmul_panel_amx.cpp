@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <stdexcept>
 
 #include "kernels/isa.h"
@@ -42,11 +43,16 @@ struct Scratch {
   float* acc;
 };
 
+uint8_t* scratch_memory() {
+  void* p = std::aligned_alloc(
+      64, kBlockSteps * kGroup * 2 * kTileBytes + kRowTiles * kGroup * kTileBytes);
+  if (p == nullptr) throw std::bad_alloc();
+  return static_cast<uint8_t*>(p);
+}
+
 Scratch& scratch() {
-  static thread_local std::unique_ptr<uint8_t, decltype(&std::free)> mem(
-      static_cast<uint8_t*>(std::aligned_alloc(
-          64, kBlockSteps * kGroup * 2 * kTileBytes + kRowTiles * kGroup * kTileBytes)),
-      &std::free);
+  static thread_local std::unique_ptr<uint8_t, decltype(&std::free)> mem(scratch_memory(),
+                                                                         &std::free);
   static thread_local Scratch s{
       mem.get(), reinterpret_cast<float*>(mem.get() + kBlockSteps * kGroup * 2 * kTileBytes)};
   return s;
@@ -191,6 +197,9 @@ void run_group(const PanelMatrix& w, const uint8_t* act, size_t n_rows, size_t t
         split_step<S>(w, p + static_cast<size_t>(c), s, wt, wt + kTileBytes);
       }
     }
+    // The tile loads read what the vector stores just wrote; g++'s tile intrinsics do not tell
+    // the compiler that they read memory.
+    __asm__ volatile("" ::: "memory");
     run_block<G, S::kLo>(act, n_steps, t0, t1, s0, s1, sc.w, sc.acc);
   }
   // Accumulator rows out to y: valid rows, valid outputs.
@@ -255,7 +264,7 @@ void amx_pack_activations(const float* x, size_t n_in, size_t n_rows, size_t gro
         const float* xr = x + r * n_in + k0;
         __m512i h0, l0, h1, l1;
         split16(_mm512_maskz_loadu_ps(m0, xr), h0, l0);
-        split16(_mm512_maskz_loadu_ps(m1, xr + 16), h1, l1);
+        split16(nk > 16 ? _mm512_maskz_loadu_ps(m1, xr + 16) : _mm512_setzero_ps(), h1, l1);
         h = upper_words(h0, h1);
         l = upper_words(l0, l1);
       }
