@@ -109,6 +109,15 @@ class CpuBackend final : public RowOpsBackend {
     pool_.parallel_for((n_rows + 15) / 16, [&](size_t g, int) {
       kernels::amx_pack_activations(x, n_in, n_rows, g, buf);
     });
+    panel_columns(ws, n, [&](size_t i, size_t o0, size_t o1) {
+      kernels::matmul_panels_amx(*ws[i]->panel, buf, n_rows, ys[i], ws[i]->n_out, o0, o1);
+    });
+  }
+
+  // One pool dispatch over the output columns of ws[0..n), in whole panels: fn(i, o0, o1)
+  // computes outputs [o0, o1) of ws[i].
+  template <class Fn>
+  void panel_columns(const Matrix* const* ws, size_t n, Fn&& fn) {
     size_t tiles[kMaxMany], first_task[kMaxMany + 1] = {0};
     for (size_t i = 0; i < n; ++i) {
       tiles[i] = column_tile(ws[i]->n_out, kPanelTile);
@@ -117,9 +126,8 @@ class CpuBackend final : public RowOpsBackend {
     pool_.parallel_for(first_task[n], [&](size_t t, int) {
       size_t i = 0;
       while (t >= first_task[i + 1]) ++i;
-      const Matrix& w = *ws[i];
-      const size_t o0 = (t - first_task[i]) * tiles[i], o1 = std::min(w.n_out, o0 + tiles[i]);
-      kernels::matmul_panels_amx(*w.panel, buf, n_rows, ys[i], w.n_out, o0, o1);
+      const size_t o0 = (t - first_task[i]) * tiles[i];
+      fn(i, o0, std::min(ws[i]->n_out, o0 + tiles[i]));
     });
   }
 
@@ -169,17 +177,9 @@ class CpuBackend final : public RowOpsBackend {
   void matmul_panels(const Matrix* const* ws, float* const* ys, size_t n, kernels::ActFormat af,
                      const float* x, size_t n_rows) {
     const Activations a = prepare(af, x, ws[0]->n_in, n_rows, true);
-    size_t tiles[kMaxMany], first_task[kMaxMany + 1] = {0};
-    for (size_t i = 0; i < n; ++i) {
-      tiles[i] = column_tile(ws[i]->n_out, kPanelTile);
-      first_task[i + 1] = first_task[i] + (ws[i]->n_out + tiles[i] - 1) / tiles[i];
-    }
-    pool_.parallel_for(first_task[n], [&](size_t t, int) {
-      size_t i = 0;
-      while (t >= first_task[i + 1]) ++i;
-      const Matrix& w = *ws[i];
-      const size_t o0 = (t - first_task[i]) * tiles[i], o1 = std::min(w.n_out, o0 + tiles[i]);
-      kernels::matmul_panels(*w.panel, a.data, a.stride, a.info, n_rows, ys[i], w.n_out, o0, o1);
+    panel_columns(ws, n, [&](size_t i, size_t o0, size_t o1) {
+      kernels::matmul_panels(*ws[i]->panel, a.data, a.stride, a.info, n_rows, ys[i], ws[i]->n_out,
+                             o0, o1);
     });
   }
 

@@ -109,4 +109,30 @@ inline void expect_close(const std::vector<float>& got, const std::vector<float>
   }
 }
 
+// A product's rows do not depend on their companions, their place in the call or the column
+// split, bitwise. prob.run(r0, nr, o_begin, o_end, y) computes rows [r0, r0 + nr), outputs
+// [o_begin, o_end) into y (nr x prob.n_out, filled with NaN when empty); each cut list splits
+// [0, prob.n_out) at panel boundaries.
+template <class Problem>
+void expect_row_and_split_invariance(const Problem& prob, std::initializer_list<size_t> groups,
+                                     std::initializer_list<std::vector<size_t>> cut_lists) {
+  const size_t n_rows = prob.n_rows, n_out = prob.n_out;
+  const auto full = prob.run(0, n_rows, 0, n_out);
+  for (size_t g : groups) {
+    for (size_t r0 = 0; r0 < n_rows; r0 += g) {
+      const size_t nr = std::min(g, n_rows - r0);
+      const auto part = prob.run(r0, nr, 0, n_out);
+      ASSERT_EQ(std::memcmp(part.data(), &full[r0 * n_out], nr * n_out * 4), 0)
+          << prob.label() << " group " << g << " at " << r0;
+    }
+  }
+  for (const std::vector<size_t>& cuts : cut_lists) {
+    std::vector<float> y(n_rows * n_out, NAN);
+    for (size_t c = 0; c + 1 < cuts.size(); ++c) {
+      y = prob.run(0, n_rows, cuts[c], cuts[c + 1], std::move(y));
+    }
+    ASSERT_EQ(std::memcmp(y.data(), full.data(), y.size() * 4), 0) << prob.label() << " split";
+  }
+}
+
 }  // namespace lift::kernels::testing

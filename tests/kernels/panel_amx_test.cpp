@@ -209,23 +209,8 @@ TEST(KernelAmx, BatchAndSplitInvariantBitwise) {
     for (size_t n_in : {32u, 300u, 1056u}) {
       const size_t n_out = 77, n_rows = 70;
       AmxProblem prob(t, n_in, n_out, n_rows, rng);
-      const auto full = prob.run(0, n_rows, 0, n_out);
-      for (size_t g : {1u, 3u, 16u, 17u, 64u}) {
-        for (size_t r0 = 0; r0 < n_rows; r0 += g) {
-          const size_t nr = std::min(g, n_rows - r0);
-          const auto part = prob.run(r0, nr, 0, n_out);
-          ASSERT_EQ(std::memcmp(part.data(), &full[r0 * n_out], nr * n_out * 4), 0)
-              << prob.label() << " group " << g << " at " << r0;
-        }
-      }
-      for (const std::vector<size_t>& cuts :
-           {std::vector<size_t>{0, 16, 32, 48, 64, 77}, {0, 64, 77}, {0, 32, 77}}) {
-        std::vector<float> y(n_rows * n_out, NAN);
-        for (size_t c = 0; c + 1 < cuts.size(); ++c) {
-          y = prob.run(0, n_rows, cuts[c], cuts[c + 1], std::move(y));
-        }
-        ASSERT_EQ(std::memcmp(y.data(), full.data(), y.size() * 4), 0) << prob.label() << " split";
-      }
+      testing::expect_row_and_split_invariance(prob, {1, 3, 16, 17, 64},
+                                               {{0, 16, 32, 48, 64, 77}, {0, 64, 77}, {0, 32, 77}});
     }
   }
 }
