@@ -24,7 +24,7 @@ namespace {
 constexpr size_t kStep = 32;         // inputs per tile product (16 bf16 pairs)
 constexpr size_t kTileBytes = 1024;  // 16 rows of 64 bytes
 constexpr size_t kGroup = 4;         // panels per group: accumulator tiles 0..3
-constexpr size_t kBlockSteps = 8;    // weight steps split per block
+constexpr size_t kBlockSteps = 2;    // weight steps split per block: 16 KB, stays in L1
 constexpr size_t kRowTiles = 32;     // row tiles per pass over a weight block
 
 // Tiles 0-3: accumulators; 4, 5: activation hi, lo; 6, 7: weight hi, lo.
