@@ -51,6 +51,25 @@ std::vector<uint8_t> make_weights(GgmlType t, size_t n_out, size_t n_in) {
   return w;
 }
 
+// Weight bytes streamed per second (decode) and FLOP/s, 2 per multiply-add.
+void report(benchmark::State& state, size_t weight_bytes, Shape s, size_t rows, bool decode) {
+  const double iters = static_cast<double>(state.iterations());
+  if (decode) {
+    state.counters["weight_B/s"] =
+        benchmark::Counter(static_cast<double>(weight_bytes) * iters, benchmark::Counter::kIsRate);
+  }
+  state.counters["FLOP/s"] = benchmark::Counter(
+      2.0 * static_cast<double>(s.n_in * s.n_out * rows) * iters, benchmark::Counter::kIsRate);
+}
+
+// phase/type/act/kernel/n_in/n_out/rows
+std::string bench_name(bool decode, GgmlType t, const std::string& act, const std::string& kernel,
+                       Shape s, size_t rows) {
+  return std::string(decode ? "decode/" : "prefill/") + std::string(ggml_type_name(t)) + "/" + act +
+         "/" + kernel + "/" + std::to_string(s.n_in) + "/" + std::to_string(s.n_out) + "/" +
+         std::to_string(rows);
+}
+
 // F16/BF16 panels on AMX tiles (prompt rows on AMX machines): the activations' bf16x2 packing
 // is timed with the product, as the engine does both per call.
 void bm_matmul_amx(benchmark::State& state, GgmlType wt, Shape s, size_t rows, bool decode) {
@@ -71,13 +90,7 @@ void bm_matmul_amx(benchmark::State& state, GgmlType wt, Shape s, size_t rows, b
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
-  const double iters = static_cast<double>(state.iterations());
-  if (decode) {
-    state.counters["weight_B/s"] =
-        benchmark::Counter(static_cast<double>(w.size()) * iters, benchmark::Counter::kIsRate);
-  }
-  state.counters["FLOP/s"] = benchmark::Counter(
-      2.0 * static_cast<double>(s.n_in * s.n_out * rows) * iters, benchmark::Counter::kIsRate);
+  report(state, w.size(), s, rows, decode);
 }
 
 // isa == avx512 with `panels`: the weights repacked at load time (what the engine runs there).
@@ -117,13 +130,7 @@ void bm_matmul(benchmark::State& state, GgmlType wt, ActFormat af, Isa isa, bool
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
-  const double iters = static_cast<double>(state.iterations());
-  if (decode) {
-    state.counters["weight_B/s"] =
-        benchmark::Counter(static_cast<double>(w.size()) * iters, benchmark::Counter::kIsRate);
-  }
-  state.counters["FLOP/s"] = benchmark::Counter(
-      2.0 * static_cast<double>(s.n_in * s.n_out * rows) * iters, benchmark::Counter::kIsRate);
+  report(state, w.size(), s, rows, decode);
 }
 
 const char* af_name(ActFormat af) {
@@ -147,11 +154,9 @@ int register_all() {
           for (Shape s : shapes) {
             for (size_t rows : decode ? std::vector<size_t>{1, 4} : std::vector<size_t>{64, 512}) {
               if (!decode && isa == Isa::scalar && rows > 64) continue;  // minutes per run
-              const std::string name = std::string(decode ? "decode/" : "prefill/") +
-                                       std::string(ggml_type_name(t)) + "/" + af_name(af) + "/" +
-                                       std::string(isa_name(isa)) + (panels ? "-panel/" : "/") +
-                                       std::to_string(s.n_in) + "/" + std::to_string(s.n_out) +
-                                       "/" + std::to_string(rows);
+              const std::string name =
+                  bench_name(decode, t, af_name(af),
+                             std::string(isa_name(isa)) + (panels ? "-panel" : ""), s, rows);
               benchmark::RegisterBenchmark(name.c_str(), bm_matmul, t, af, isa, panels, s, rows,
                                            decode)
                   ->Unit(benchmark::kMicrosecond)
@@ -167,10 +172,7 @@ int register_all() {
       for (bool decode : {true, false}) {
         for (Shape s : shapes) {
           for (size_t rows : decode ? std::vector<size_t>{1, 4} : std::vector<size_t>{64, 512}) {
-            const std::string name = std::string(decode ? "decode/" : "prefill/") +
-                                     std::string(ggml_type_name(t)) + "/bf16x2/amx-panel/" +
-                                     std::to_string(s.n_in) + "/" + std::to_string(s.n_out) + "/" +
-                                     std::to_string(rows);
+            const std::string name = bench_name(decode, t, "bf16x2", "amx-panel", s, rows);
             benchmark::RegisterBenchmark(name.c_str(), bm_matmul_amx, t, s, rows, decode)
                 ->Unit(benchmark::kMicrosecond)
                 ->UseRealTime();

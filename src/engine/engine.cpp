@@ -45,17 +45,12 @@ Engine::Engine(LlamaModel& model, const Tokenizer& tokenizer, EngineConfig cfg)
   metrics_.kv_total_blocks = kv_.n_blocks();
   // Where prompt and generated tokens take different kernels, cached K/V of one kind must not
   // stand in for the other's (the bits would then depend on what was cached).
-  const bool split = kernels::act_format(GgmlType::F16, cfg.backend.quantize_activations,
-                                         kernels::RowKind::prompt) !=
-                     kernels::act_format(GgmlType::F16, cfg.backend.quantize_activations,
-                                         kernels::RowKind::generated);
-  for (const auto& t : model.file().tensors()) {
+  const auto& tensors = model.file().tensors();
+  blocks_.keep_kinds_apart(std::any_of(tensors.begin(), tensors.end(), [&](const auto& t) {
     const bool product = t.name != "token_embd.weight" || model.tied_output();
-    if (split && product && t.n_dims == 2 &&
-        (t.type == GgmlType::F16 || t.type == GgmlType::BF16)) {
-      blocks_.keep_kinds_apart(true);
-    }
-  }
+    return product && t.n_dims == 2 &&
+           kernels::kinds_differ(t.type, cfg.backend.quantize_activations);
+  }));
 }
 
 Engine::~Engine() { stop(); }

@@ -1,7 +1,5 @@
 #include "engine/model_runner.h"
 
-#include <algorithm>
-
 namespace lift {
 
 void ModelRunner::run(const SchedulerOutput& step) {
@@ -17,9 +15,8 @@ void ModelRunner::run(const SchedulerOutput& step) {
   for (int pass = 0; pass < 2; ++pass) {
     for (const ScheduledSeq& s : step.batch) {
       Sequence* seq = s.seq;
-      const size_t begin = seq->n_computed, end = begin + s.n_tokens;
-      const size_t split = std::clamp(seq->n_prompt, begin, end);
-      const size_t b = pass == 0 ? begin : split, e = pass == 0 ? split : end;
+      const auto [b, e] =
+          chunk_part(seq->n_computed, seq->n_computed + s.n_tokens, seq->n_prompt, pass);
       for (size_t p = b; p < e; ++p) {
         tokens_.push_back(seq->tokens[p]);
         positions_.push_back(static_cast<int32_t>(p));

@@ -38,6 +38,12 @@ ActFormat act_format(GgmlType weight, bool quantize_activations, RowKind kind) {
   }
 }
 
+bool kinds_differ(GgmlType weight, bool quantize_activations) {
+  return (weight == GgmlType::F16 || weight == GgmlType::BF16) &&
+         act_format(weight, quantize_activations, RowKind::prompt) !=
+             act_format(weight, quantize_activations, RowKind::generated);
+}
+
 size_t act_row_bytes(ActFormat af, size_t n) {
   if (af == ActFormat::f32 || af == ActFormat::bf16x2) return n * 4;
   if (n % kQBlock != 0) {

@@ -23,6 +23,10 @@ enum class RowKind { generated, prompt };
 // Throws std::invalid_argument for weight types the kernels do not support.
 ActFormat act_format(GgmlType weight, bool quantize_activations, RowKind kind = RowKind::generated);
 
+// Whether prompt and generated rows of this weight type take different activation formats (and
+// so different kernels) under the active Isa. False for types act_format does not know.
+bool kinds_differ(GgmlType weight, bool quantize_activations);
+
 // Bytes of one activation row of n elements (n a multiple of 32 for q8_0/q8_1, else throws;
 // 4n for bf16x2).
 size_t act_row_bytes(ActFormat af, size_t n);

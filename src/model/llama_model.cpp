@@ -148,6 +148,14 @@ void LlamaModel::forward(Backend& be, const ForwardBatch& batch, KvCache& kv, fl
                   " is outside the model's context of " + std::to_string(cfg_.context_length));
     }
   }
+  size_t m_prompt = 0;  // logit rows of prompt tokens, which must come first
+  for (size_t j = 0; j < batch.logit_rows.size(); ++j) {
+    const size_t r = static_cast<size_t>(batch.logit_rows[j]);
+    if (r >= n) throw Error("forward: logit row out of range");
+    if (r < batch.n_prompt && m_prompt++ != j) {
+      throw Error("forward: logit rows of prompt tokens must come first");
+    }
+  }
   ensure_workspace(n);
   const size_t dim = static_cast<size_t>(cfg_.dim), kvd = static_cast<size_t>(cfg_.kv_dim());
   const size_t ffn = static_cast<size_t>(cfg_.ffn_dim), hd = static_cast<size_t>(cfg_.head_dim);
@@ -206,13 +214,8 @@ void LlamaModel::forward(Backend& be, const ForwardBatch& batch, KvCache& kv, fl
   // Only the rows that need logits go through the (large) output projection.
   const size_t m = batch.logit_rows.size();
   if (m == 0) return;
-  size_t m_prompt = 0;
   for (size_t j = 0; j < m; ++j) {
     const size_t r = static_cast<size_t>(batch.logit_rows[j]);
-    if (r >= n) throw Error("forward: logit row out of range");
-    if (r < batch.n_prompt && m_prompt++ != j) {
-      throw Error("forward: logit rows of prompt tokens must come first");
-    }
     std::memcpy(att_.data() + j * dim, x_.data() + r * dim, dim * sizeof(float));
   }
   be.rmsnorm(att_.data(), output_norm_.data(), m, dim, cfg_.rms_eps, xn_.data());

@@ -8,31 +8,17 @@
 #include <vector>
 
 #include "engine/engine.h"
-#include "test_paths.h"
+#include "engine_test_util.h"
 
 namespace lift {
 namespace {
 
-struct F16Fixture {
-  std::unique_ptr<LlamaModel> model =
-      LlamaModel::load(test::model_path("quantized/stories260K-ffn192-F16.gguf"));
-  Tokenizer tok = Tokenizer::from_gguf(model->file());
-};
-
-F16Fixture& fx() {
-  static F16Fixture f;
+test::LoadedModel& fx() {
+  static test::LoadedModel f("quantized/stories260K-ffn192-F16.gguf");
   return f;
 }
 
-EngineConfig config(size_t kv_blocks) {
-  EngineConfig c;
-  c.kv_blocks = kv_blocks;
-  c.threads = 2;
-  c.check_invariants = true;
-  c.scheduler.max_batched_tokens = 256;
-  c.scheduler.max_prefill_chunk = 48;
-  return c;
-}
+EngineConfig config(size_t kv_blocks) { return test::small_engine_config(kv_blocks, 48); }
 
 struct Result {
   std::vector<int32_t> tokens;

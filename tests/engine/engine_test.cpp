@@ -10,33 +10,19 @@
 #include <thread>
 
 #include "engine/generate.h"
+#include "engine_test_util.h"
 #include "test_paths.h"
 #include "util/error.h"
 
 namespace lift {
 namespace {
 
-struct Fixture {
-  std::unique_ptr<LlamaModel> model =
-      LlamaModel::load(test::model_path("stories260K/stories260K.gguf"));
-  Tokenizer tok = Tokenizer::from_gguf(model->file());
-};
-
-Fixture& fx() {
-  static Fixture f;
+test::LoadedModel& fx() {
+  static test::LoadedModel f("stories260K/stories260K.gguf");
   return f;
 }
 
-EngineConfig small_config(size_t kv_blocks) {
-  EngineConfig c;
-  c.kv_blocks = kv_blocks;
-  c.threads = 2;
-  c.check_invariants = true;
-  c.scheduler.max_batched_tokens = 256;
-  c.scheduler.max_seqs = 64;
-  c.scheduler.max_prefill_chunk = 64;
-  return c;
-}
+EngineConfig small_config(size_t kv_blocks) { return test::small_engine_config(kv_blocks); }
 
 struct Collected {
   std::map<int, std::vector<int32_t>> tokens;

@@ -79,9 +79,8 @@ inline std::vector<std::vector<float>> step(LlamaModel& m, Backend& be, KvCache&
   size_t n_prompt = 0;
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t s = 0; s < seqs.size(); ++s) {
-      const size_t begin = seqs[s]->cached, end = begin + take[s];
-      const size_t split = std::clamp(seqs[s]->n_prompt, begin, end);
-      const size_t b = pass == 0 ? begin : split, e = pass == 0 ? split : end;
+      const size_t end = seqs[s]->cached + take[s];
+      const auto [b, e] = chunk_part(seqs[s]->cached, end, seqs[s]->n_prompt, pass);
       for (size_t p = b; p < e; ++p) {
         tok.push_back(seqs[s]->tokens[p]);
         pos.push_back(static_cast<int32_t>(p));
