@@ -5,6 +5,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 
@@ -17,12 +19,36 @@ class OutputStream {
   explicit OutputStream(int n_samples) : open_samples_(n_samples) {}
 
   void push(RequestOutput out) {
+    std::shared_ptr<const std::function<void()>> listener;  // a copy without allocating
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (out.finish != FinishReason::none) --open_samples_;
       queue_.push_back(std::move(out));
+      listener = listener_;
     }
     cv_.notify_all();
+    if (listener) (*listener)();
+  }
+
+  // Called (on the pushing thread, without the lock) after every push, so an event loop can
+  // wait for many streams at once; called once at once if outputs are already waiting.
+  void set_listener(std::function<void()> f) {
+    bool ready = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      listener_ = f ? std::make_shared<const std::function<void()>>(f) : nullptr;
+      ready = !queue_.empty() || open_samples_ == 0;
+    }
+    if (ready && f) f();
+  }
+
+  // The next output if one is waiting; never blocks.
+  std::optional<RequestOutput> try_pop() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (queue_.empty()) return std::nullopt;
+    RequestOutput out = std::move(queue_.front());
+    queue_.pop_front();
+    return out;
   }
 
   // Next output, waiting up to `timeout`; nullopt on timeout or when everything was read.
@@ -46,6 +72,7 @@ class OutputStream {
   std::condition_variable cv_;
   std::deque<RequestOutput> queue_;
   int open_samples_;
+  std::shared_ptr<const std::function<void()>> listener_;
 };
 
 }  // namespace lift

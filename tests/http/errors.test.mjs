@@ -150,6 +150,6 @@ describe('--api-key', () => {
     assert.equal(c.choices[0].message.role, 'assistant');
     const models = [];
     for await (const m of good.models.list()) models.push(m.id);
-    assert.deepEqual(models, ['stories260K']);
+    assert.deepEqual(models, ['stories260K', 'm']);
   });
 });

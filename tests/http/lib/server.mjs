@@ -112,6 +112,11 @@ export async function startServer({ model = STORIES, args = [], apiKey, readyMs 
     const argv = ['serve', '-m', model, '--host', '127.0.0.1', '--port', String(port), '-t', threads,
       '--kv-cache-memory', '64MiB', ...args];
     if (apiKey) argv.push('--api-key', apiKey);
+    // The tests name their model 'm': serve it under that alias too (after the file's own
+    // name, which responses carry), unless a test chooses the names itself.
+    if (!args.includes('--served-model-name')) {
+      argv.push('--served-model-name', `${path.basename(model, '.gguf')},m`);
+    }
     const proc = spawn(liftBin, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
     live.add(proc);
     const srv = new Server(proc, port, apiKey);
