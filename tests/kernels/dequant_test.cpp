@@ -11,13 +11,17 @@
 #include "gguf/ggml_type.h"
 #include "kernels/fp16.h"
 #include "kernels/quant_blocks.h"
+#include "test_compare.h"
 
 namespace lift::kernels {
 namespace {
 
-// Known-answer blocks from shared/models/quantized/FORMATS.md (checked there against ggml).
+using test::unwritten_floats;
+
+// Known-answer blocks from shared/models/quantized/FORMATS.md (checked there against ggml),
+// decoded over the unwritten sentinel (a NaN, equal to no expected value).
 std::vector<float> decode(GgmlType t, const std::vector<uint8_t>& block) {
-  std::vector<float> y(32);
+  std::vector<float> y = unwritten_floats(32);
   dequantize_row(t, block.data(), y.data(), 32);
   return y;
 }
@@ -74,18 +78,19 @@ TEST(KernelDequant, Q5_1KnownAnswer) {
 }
 
 TEST(KernelDequant, FloatTypes) {
+  // Each output exactly as long as its row.
   const std::vector<uint16_t> h = {0x3C00, 0xC000, 0x0001, 0x7C00};
-  std::vector<float> y(4);
+  std::vector<float> y = unwritten_floats(4);
   dequantize_row(GgmlType::F16, h.data(), y.data(), 4);
   EXPECT_EQ(y, (std::vector<float>{1.0f, -2.0f, 0x1p-24f, f16_to_f32(0x7C00)}));
   const std::vector<uint16_t> b = {0x3F80, 0xC040, 0x0000};
-  dequantize_row(GgmlType::BF16, b.data(), y.data(), 3);
-  EXPECT_EQ(y[0], 1.0f);
-  EXPECT_EQ(y[1], -3.0f);
-  EXPECT_EQ(y[2], 0.0f);
+  std::vector<float> yb = unwritten_floats(3);
+  dequantize_row(GgmlType::BF16, b.data(), yb.data(), 3);
+  EXPECT_EQ(yb, (std::vector<float>{1.0f, -3.0f, 0.0f}));
   const std::vector<float> f = {1.5f, -7.25f, 3.0f};
-  dequantize_row(GgmlType::F32, f.data(), y.data(), 3);
-  EXPECT_EQ(y[1], -7.25f);
+  std::vector<float> yf = unwritten_floats(3);
+  dequantize_row(GgmlType::F32, f.data(), yf.data(), 3);
+  EXPECT_EQ(yf, f);
 }
 
 // Multi-block rows: each block decodes independently with its own scale.
@@ -98,7 +103,7 @@ TEST(KernelDequant, MultiBlockRow) {
     row[2 + i] = static_cast<uint8_t>(i);
     row[36 + i] = static_cast<uint8_t>(-i);
   }
-  std::vector<float> y(64);
+  std::vector<float> y = unwritten_floats(64);
   dequantize_row(GgmlType::Q8_0, row.data(), y.data(), 64);
   for (int i = 0; i < 32; ++i) {
     EXPECT_EQ(y[i], 0.5f * static_cast<float>(i));

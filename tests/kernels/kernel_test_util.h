@@ -14,8 +14,18 @@
 #include "gguf/ggml_type.h"
 #include "kernels/fp16.h"
 #include "kernels/isa.h"
+#include "test_compare.h"
 
 namespace lift::kernels::testing {
+
+// The shared comparisons (tests/test_compare.h): each fails on NaN, on the unwritten sentinel
+// and on empty or mismatched sizes.
+using test::is_unwritten;
+using test::same_bits;
+using test::unwritten;
+using test::unwritten_floats;
+using test::within_tolerance;
+using test::written_bytes;
 
 // Every Isa this CPU can run, scalar first.
 inline std::vector<Isa> supported_isas() {
@@ -40,11 +50,14 @@ class IsaGuard {
 
 // n_out rows of n_in elements of type t with row stride ggml_row_bytes + pad. Codes are uniform
 // random bytes; scales are moderate positive (d) or signed (m) values, so every code and every
-// 5th bit occurs and no scale is inf/nan.
+// 5th bit occurs and no scale is inf/nan. The pad bytes between rows are random too (a kernel
+// that reads them gets garbage), and the buffer ends with the last row's last element: the
+// stride is the caller's to honour, but nothing past the last row is part of the matrix, so
+// AddressSanitizer sees a read beyond it.
 inline std::vector<uint8_t> random_weights(GgmlType t, size_t n_out, size_t n_in, size_t pad,
                                            std::mt19937& rng) {
   const size_t row_bytes = ggml_row_bytes(t, n_in) + pad;
-  std::vector<uint8_t> w(row_bytes * n_out + 64);
+  std::vector<uint8_t> w(n_out == 0 ? 0 : row_bytes * (n_out - 1) + ggml_row_bytes(t, n_in));
   std::uniform_int_distribution<int> byte(0, 255);
   std::uniform_real_distribution<float> val(-1.0f, 1.0f);
   std::uniform_real_distribution<float> scale(0.002f, 0.03f);
@@ -94,44 +107,46 @@ inline std::vector<float> random_activations(size_t n, std::mt19937& rng) {
   return x;
 }
 
-// The exactness contract's tolerance, row by row: max|got - ref| <= 1e-4 * max(1, max|ref|).
+// The exactness contract's tolerance, row by row (test::within_tolerance): got holds exactly
+// n_rows x n_out values, ref at least that many; NaN, inf or an unwritten element fails.
 inline void expect_close(const std::vector<float>& got, const std::vector<float>& ref,
                          size_t n_rows, size_t n_out, const std::string& what) {
-  for (size_t r = 0; r < n_rows; ++r) {
-    double max_ref = 0.0, max_err = 0.0;
-    for (size_t o = 0; o < n_out; ++o) {
-      max_ref = std::max(max_ref, std::fabs(static_cast<double>(ref[r * n_out + o])));
-      max_err = std::max(max_err, std::fabs(static_cast<double>(got[r * n_out + o]) -
-                                            static_cast<double>(ref[r * n_out + o])));
-    }
-    ASSERT_LE(max_err, 1e-4 * std::max(1.0, max_ref)) << what << " row " << r;
-    ASSERT_FALSE(std::isnan(max_err)) << what << " row " << r;
-  }
+  EXPECT_TRUE(within_tolerance(got, ref, n_rows, n_out)) << what;
+}
+
+// Bytes of n_rows activation rows of row_bytes each, row_stride apart: the last row ends the
+// buffer, so a kernel reading past it is caught by AddressSanitizer (the gap between rows is
+// what the stride argument is tested with).
+inline size_t strided_rows_bytes(size_t n_rows, size_t row_stride, size_t row_bytes) {
+  return n_rows == 0 ? 0 : row_stride * (n_rows - 1) + row_bytes;
 }
 
 // A product's rows do not depend on their companions, their place in the call or the column
 // split, bitwise. prob.run(r0, nr, o_begin, o_end, y) computes rows [r0, r0 + nr), outputs
-// [o_begin, o_end) into y (nr x prob.n_out, filled with NaN when empty); each cut list splits
-// [0, prob.n_out) at panel boundaries.
+// [o_begin, o_end) into y (exactly nr x prob.n_out, filled with the unwritten sentinel when
+// empty); each cut list splits [0, prob.n_out) at panel boundaries. Every comparison is
+// same_bits, so an output no run wrote fails (it would otherwise match itself).
 template <class Problem>
 void expect_row_and_split_invariance(const Problem& prob, std::initializer_list<size_t> groups,
                                      std::initializer_list<std::vector<size_t>> cut_lists) {
   const size_t n_rows = prob.n_rows, n_out = prob.n_out;
   const auto full = prob.run(0, n_rows, 0, n_out);
+  ASSERT_EQ(full.size(), n_rows * n_out) << prob.label();
   for (size_t g : groups) {
     for (size_t r0 = 0; r0 < n_rows; r0 += g) {
       const size_t nr = std::min(g, n_rows - r0);
       const auto part = prob.run(r0, nr, 0, n_out);
-      ASSERT_EQ(std::memcmp(part.data(), &full[r0 * n_out], nr * n_out * 4), 0)
+      ASSERT_EQ(part.size(), nr * n_out) << prob.label();
+      ASSERT_TRUE(same_bits(part.data(), &full[r0 * n_out], nr * n_out))
           << prob.label() << " group " << g << " at " << r0;
     }
   }
   for (const std::vector<size_t>& cuts : cut_lists) {
-    std::vector<float> y(n_rows * n_out, NAN);
+    std::vector<float> y = unwritten_floats(n_rows * n_out);
     for (size_t c = 0; c + 1 < cuts.size(); ++c) {
       y = prob.run(0, n_rows, cuts[c], cuts[c + 1], std::move(y));
     }
-    ASSERT_EQ(std::memcmp(y.data(), full.data(), y.size() * 4), 0) << prob.label() << " split";
+    ASSERT_TRUE(same_bits(y, full)) << prob.label() << " split";
   }
 }
 

@@ -47,7 +47,9 @@ bool float_weights(GgmlType t) {
 }
 
 // A weight matrix and a batch of activation rows, both with padded strides so that the kernels
-// must honour w_row_bytes and act_stride.
+// must honour w_row_bytes and act_stride. The gaps between activation rows hold 0xFF bytes (a
+// NaN as f32 or as an f16 scale), so a kernel reading one fails; both buffers end with their
+// last row, so AddressSanitizer sees a read past it.
 struct Problem {
   Pair pair;
   size_t n_in, n_out, n_rows;
@@ -61,7 +63,7 @@ struct Problem {
     w_row_bytes = ggml_row_bytes(p.wt, n_in) + pad;
     w = testing::random_weights(p.wt, n_out, n_in, pad, rng);
     act_stride = act_row_bytes(p.af, n_in) + 12;
-    act.assign(act_stride * rows + 64, 0);
+    act.assign(testing::strided_rows_bytes(rows, act_stride, act_row_bytes(p.af, n_in)), 0xFF);
     for (size_t r = 0; r < rows; ++r) {
       const auto x = testing::random_activations(n_in, rng);
       quantize_activation_row(p.af, x.data(), n_in, act.data() + r * act_stride);
@@ -73,13 +75,13 @@ struct Problem {
   // y for rows [r0, r0 + nr) of this batch (or of `src` rows), columns [ob, oe), ldy = n_out.
   std::vector<float> run(const uint8_t* src, size_t nr, size_t ob, size_t oe,
                          std::vector<float> y = {}) const {
-    if (y.empty()) y.assign(nr * n_out, NAN);
+    if (y.empty()) y = testing::unwritten_floats(nr * n_out);
     matmul(pair.wt, w.data(), w_row_bytes, n_in, pair.af, src, act_stride, nr, y.data(), n_out, ob,
            oe);
     return y;
   }
   std::vector<float> reference() const {
-    std::vector<float> y(n_rows * n_out);
+    std::vector<float> y = testing::unwritten_floats(n_rows * n_out);
     matmul_reference(pair.wt, w.data(), w_row_bytes, n_in, pair.af, act.data(), act_stride, n_rows,
                      y.data(), n_out, 0, n_out);
     return y;
@@ -124,7 +126,7 @@ TEST(KernelMatmul, MatchesReferencePrefillShape) {
   }
 }
 
-bool same_bits(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * 4) == 0; }
+using testing::same_bits;
 
 // y[r][o] may not depend on which rows share the call, on r's position, or on the column split.
 TEST(KernelMatmul, BatchAndSplitInvariantBitwise) {
@@ -154,10 +156,12 @@ TEST(KernelMatmul, BatchAndSplitInvariantBitwise) {
                 << what << " group " << g << " at " << r0;
           }
         }
-        // Rows in reverse order (different companions and positions).
-        std::vector<uint8_t> rev(prob.act.size());
+        // Rows in reverse order (different companions and positions); the row bytes only, as
+        // the last row of the batch has nothing after it.
+        std::vector<uint8_t> rev(prob.act.size(), 0xFF);
         for (size_t r = 0; r < n_rows; ++r) {
-          std::memcpy(rev.data() + r * prob.act_stride, prob.row(n_rows - 1 - r), prob.act_stride);
+          std::memcpy(rev.data() + r * prob.act_stride, prob.row(n_rows - 1 - r),
+                      act_row_bytes(p.af, n_in));
         }
         const auto yr = prob.run(rev.data(), n_rows, 0, n_out);
         for (size_t r = 0; r < n_rows; ++r) {
@@ -167,7 +171,7 @@ TEST(KernelMatmul, BatchAndSplitInvariantBitwise) {
         // Output columns split as threads would, with ragged edges.
         for (const std::vector<size_t>& cuts :
              {std::vector<size_t>{0, 1, 2, 3, 23}, {0, 5, 6, 13, 23}, {0, 11, 23}, {0, 22, 23}}) {
-          std::vector<float> y(n_rows * n_out, NAN);
+          std::vector<float> y = testing::unwritten_floats(n_rows * n_out);
           for (size_t c = 0; c + 1 < cuts.size(); ++c) {
             y = prob.run(prob.act.data(), n_rows, cuts[c], cuts[c + 1], std::move(y));
           }
@@ -178,6 +182,7 @@ TEST(KernelMatmul, BatchAndSplitInvariantBitwise) {
   }
 }
 
+// Columns [2, 7) get what the whole product gives them; the others keep their old values.
 TEST(KernelMatmul, WritesOnlyItsRange) {
   IsaGuard guard;
   std::mt19937 rng(3);
@@ -185,12 +190,16 @@ TEST(KernelMatmul, WritesOnlyItsRange) {
     Problem prob(p, 64, 10, 3, rng);
     for (Isa isa : supported_isas()) {
       set_isa(isa);
+      const auto full = prob.run(prob.act.data(), 3, 0, 10);
       std::vector<float> y(3 * 10, -7.0f);
       y = prob.run(prob.act.data(), 3, 2, 7, std::move(y));
       for (size_t r = 0; r < 3; ++r) {
         for (size_t o = 0; o < 10; ++o) {
           if (o < 2 || o >= 7) {
-            EXPECT_EQ(y[r * 10 + o], -7.0f);
+            EXPECT_EQ(y[r * 10 + o], -7.0f) << isa_name(isa) << " wrote outside at " << o;
+          } else {
+            EXPECT_TRUE(same_bits(&y[r * 10 + o], &full[r * 10 + o], 1))
+                << isa_name(isa) << " row " << r << " output " << o;
           }
         }
       }

@@ -38,10 +38,15 @@ struct Packed {
   uint8_t* get() const { return mem.get(); }
 };
 
+// Packed rows in a buffer of exactly amx_act_bytes (a whole number of 1 KB tiles, so also the
+// multiple of the alignment aligned_alloc needs), first filled with 0xFF bytes: a bf16 NaN
+// wherever packing leaves something unwritten, the zero padding included.
 Packed pack(const float* x, size_t n_in, size_t n_rows) {
   Packed p;
   const size_t bytes = amx_act_bytes(n_in, n_rows);
-  p.mem.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+  EXPECT_EQ(bytes % 64, 0u);
+  p.mem.reset(static_cast<uint8_t*>(std::aligned_alloc(64, bytes)));
+  std::memset(p.get(), 0xFF, bytes);
   for (size_t g = 0; g < (n_rows + 15) / 16; ++g) amx_pack_activations(x, n_in, n_rows, g, p.get());
   return p;
 }
@@ -72,19 +77,19 @@ struct AmxProblem {
   }
   std::vector<float> run(size_t r0, size_t nr, size_t ob, size_t oe,
                          std::vector<float> y = {}) const {
-    if (y.empty()) y.assign(nr * n_out, NAN);
+    if (y.empty()) y = testing::unwritten_floats(nr * n_out);
     const Packed p = pack(x.data() + r0 * n_in, n_in, nr);
     matmul_panels_amx(pm, p.get(), nr, y.data(), n_out, ob, oe);
     return y;
   }
   std::vector<float> reference() const {
     const size_t stride = act_row_bytes(ActFormat::bf16x2, n_in);
-    std::vector<uint8_t> act(stride * n_rows);
+    std::vector<uint8_t> act(stride * n_rows, 0xFF);
     for (size_t r = 0; r < n_rows; ++r) {
       quantize_activation_row(ActFormat::bf16x2, x.data() + r * n_in, n_in,
                               act.data() + r * stride);
     }
-    std::vector<float> y(n_rows * n_out);
+    std::vector<float> y = testing::unwritten_floats(n_rows * n_out);
     matmul_reference(wt, w.data(), w_row_bytes, n_in, ActFormat::bf16x2, act.data(), stride, n_rows,
                      y.data(), n_out, 0, n_out);
     return y;
@@ -126,9 +131,13 @@ TEST(KernelAmx, PackedRowsAreTheScalarSplit) {
       x[3] = std::bit_cast<float>(0x3F818000u);
     }
     const Packed p = pack(x.data(), n_in, n_rows);
-    std::vector<uint8_t> row(act_row_bytes(ActFormat::bf16x2, n_in));
+    std::vector<uint8_t> row;
     for (size_t r = 0; r < 32; ++r) {  // two row groups, the rows past n_rows zero
-      if (r < n_rows) quantize_activation_row(ActFormat::bf16x2, &x[r * n_in], n_in, row.data());
+      if (r < n_rows) {
+        row = testing::written_bytes(act_row_bytes(ActFormat::bf16x2, n_in), [&](uint8_t* dst) {
+          quantize_activation_row(ActFormat::bf16x2, &x[r * n_in], n_in, dst);
+        });
+      }
       for (size_t k = 0; k < (n_in + 31) / 32 * 32; ++k) {
         for (int part = 0; part < 2; ++part) {
           uint16_t want = 0;
@@ -156,7 +165,7 @@ TEST(KernelAmx, EveryF16WeightSplitsExactly) {
   std::vector<float> x(n_in * n_in, 0.0f);
   for (size_t k = 0; k < n_in; ++k) x[k * n_in + k] = 1.0f;
   const Packed p = pack(x.data(), n_in, n_in);
-  std::vector<float> y(n_in * n_out);
+  std::vector<float> y = testing::unwritten_floats(n_in * n_out);
   matmul_panels_amx(pm, p.get(), n_in, y.data(), n_out, 0, n_out);
   for (size_t k = 0; k < n_in; ++k) {
     for (size_t o = 0; o < n_out; ++o) {
@@ -220,12 +229,17 @@ TEST(KernelAmx, WritesOnlyItsRangeAndRejectsMisuse) {
   if (!have_amx()) GTEST_SKIP() << "no AMX on this CPU";
   std::mt19937 rng(3);
   AmxProblem prob(GgmlType::F16, 64, 40, 3, rng);
+  const auto full = prob.run(0, 3, 0, 40);
   std::vector<float> y(3 * 40, -7.0f);
   y = prob.run(0, 3, 16, 35, std::move(y));
   for (size_t r = 0; r < 3; ++r) {
     for (size_t o = 0; o < 40; ++o) {
-      const bool inside = o >= 16 && o < 35;
-      EXPECT_EQ(y[r * 40 + o] == -7.0f, !inside) << "row " << r << " output " << o;
+      if (o >= 16 && o < 35) {
+        EXPECT_TRUE(testing::same_bits(&y[r * 40 + o], &full[r * 40 + o], 1))
+            << "row " << r << " output " << o;
+      } else {
+        EXPECT_EQ(y[r * 40 + o], -7.0f) << "row " << r << " output " << o;
+      }
     }
   }
   const Packed p = pack(prob.x.data(), 64, 3);

@@ -22,7 +22,8 @@ using testing::IsaGuard;
 
 const GgmlType kTypes[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::F16, GgmlType::BF16};
 
-// A packed matrix and a batch of activation rows (strides padded, as the engine's may be).
+// A packed matrix and a batch of activation rows (strides padded, as the engine's may be; the
+// gaps hold 0xFF bytes, NaN to a kernel that reads them, and the last row ends the buffer).
 struct PanelProblem {
   GgmlType wt;
   ActFormat af;
@@ -40,7 +41,7 @@ struct PanelProblem {
     w_row_bytes = ggml_row_bytes(t, n_in) + 6;
     w = testing::random_weights(t, n_out, n_in, 6, rng);
     act_stride = act_row_bytes(af, n_in) + 8;
-    act.assign(act_stride * rows + 64, 0);
+    act.assign(testing::strided_rows_bytes(rows, act_stride, act_row_bytes(af, n_in)), 0xFF);
     if (af == ActFormat::q8_0) info.resize(rows * n_in / 32);
     for (size_t r = 0; r < rows; ++r) {
       const auto x = testing::random_activations(n_in, rng);
@@ -56,12 +57,12 @@ struct PanelProblem {
 
   std::vector<float> run(size_t r0, size_t nr, size_t ob, size_t oe,
                          std::vector<float> y = {}) const {
-    if (y.empty()) y.assign(nr * n_out, NAN);
+    if (y.empty()) y = testing::unwritten_floats(nr * n_out);
     matmul_panels(pm, row(r0), act_stride, row_info(r0), nr, y.data(), n_out, ob, oe);
     return y;
   }
   std::vector<float> reference() const {
-    std::vector<float> y(n_rows * n_out);
+    std::vector<float> y = testing::unwritten_floats(n_rows * n_out);
     matmul_reference(wt, w.data(), w_row_bytes, n_in, af, act.data(), act_stride, n_rows, y.data(),
                      n_out, 0, n_out);
     return y;
@@ -87,9 +88,9 @@ TEST(KernelPanel, PackRoundTripsEveryRow) {
       const PanelMatrix pm = pack_panels(t, w.data(), row_bytes, n_in, n_out);
       EXPECT_EQ(pm.n_panels(), (n_out + 15) / 16);
       EXPECT_EQ(reinterpret_cast<uintptr_t>(pm.data.get()) % 64, 0u);
-      std::vector<uint8_t> back(ggml_row_bytes(t, n_in));
       for (size_t o = 0; o < n_out; ++o) {
-        unpack_panel_row(pm, o, back.data());
+        const auto back = testing::written_bytes(
+            ggml_row_bytes(t, n_in), [&](uint8_t* dst) { unpack_panel_row(pm, o, dst); });
         ASSERT_EQ(std::memcmp(back.data(), w.data() + o * row_bytes, back.size()), 0)
             << ggml_type_name(t) << " row " << o;
       }
@@ -100,10 +101,11 @@ TEST(KernelPanel, PackRoundTripsEveryRow) {
 TEST(KernelPanel, ActBlockInfoIsScaleAndOffsetCorrection) {
   std::mt19937 rng(8);
   const auto x = testing::random_activations(128, rng);
-  std::vector<uint8_t> q(act_row_bytes(ActFormat::q8_0, 128));
-  quantize_activation_row(ActFormat::q8_0, x.data(), 128, q.data());
-  ActBlockInfo info[4];
-  act_block_info(q.data(), 128, info);
+  const auto q = testing::written_bytes(act_row_bytes(ActFormat::q8_0, 128), [&](uint8_t* dst) {
+    quantize_activation_row(ActFormat::q8_0, x.data(), 128, dst);
+  });
+  std::vector<ActBlockInfo> info(4, ActBlockInfo{testing::unwritten(), INT32_MIN});
+  act_block_info(q.data(), 128, info.data());
   for (size_t b = 0; b < 4; ++b) {
     BlockQ8_0 blk;
     std::memcpy(&blk, q.data() + b * sizeof blk, sizeof blk);
@@ -171,19 +173,22 @@ TEST(KernelPanel, BatchAndSplitInvariantBitwise) {
   }
 }
 
+// Columns [16, 35) get what the whole product gives them; the others keep their old values.
 TEST(KernelPanel, WritesOnlyItsRange) {
   IsaGuard guard;
   if (!have_panels()) GTEST_SKIP() << "no panel kernels on this CPU";
   std::mt19937 rng(3);
   for (GgmlType t : kTypes) {
     PanelProblem prob(t, 64, 40, 3, rng);
+    const auto full = prob.run(0, 3, 0, 40);
     std::vector<float> y(3 * 40, -7.0f);
     y = prob.run(0, 3, 16, 35, std::move(y));
     for (size_t r = 0; r < 3; ++r) {
       for (size_t o = 0; o < 40; ++o) {
         const float v = y[r * 40 + o];
         if (o >= 16 && o < 35) {
-          EXPECT_NE(v, -7.0f);
+          EXPECT_TRUE(testing::same_bits(&v, &full[r * 40 + o], 1))
+              << ggml_type_name(t) << " row " << r << " output " << o;
         } else {
           EXPECT_EQ(v, -7.0f) << ggml_type_name(t) << " wrote outside its range at " << o;
         }

@@ -14,19 +14,21 @@
 #include "gguf/ggml_type.h"
 #include "kernels/dequant.h"
 #include "kernels/fp16.h"
+#include "test_compare.h"
 
 namespace lift::kernels {
 namespace {
 
+// Every byte of the row written (test::written_bytes), so known answers with zero bytes count.
 std::vector<uint8_t> quantize(GgmlType t, const std::vector<float>& x) {
-  std::vector<uint8_t> out(ggml_row_bytes(t, x.size()));
-  quantize_row(t, x.data(), out.data(), x.size());
-  return out;
+  return test::written_bytes(ggml_row_bytes(t, x.size()),
+                             [&](uint8_t* dst) { quantize_row(t, x.data(), dst, x.size()); });
 }
 
+// Decoded into the unwritten sentinel (a NaN), which fails every comparison below.
 std::vector<float> roundtrip(GgmlType t, const std::vector<float>& x) {
   const std::vector<uint8_t> q = quantize(t, x);
-  std::vector<float> y(x.size());
+  std::vector<float> y = test::unwritten_floats(x.size());
   dequantize_row(t, q.data(), y.data(), x.size());
   return y;
 }
@@ -206,7 +208,9 @@ TEST(KernelQuantize, RequantizingIsStable) {
     const std::vector<float> twice = roundtrip(t, once);
     double max_diff = 0;
     for (size_t k = 0; k < x.size(); ++k) {
-      max_diff = std::max(max_diff, std::fabs(static_cast<double>(once[k]) - twice[k]));
+      const double diff = std::fabs(static_cast<double>(once[k]) - twice[k]);
+      ASSERT_FALSE(std::isnan(diff)) << ggml_type_name(t) << " element " << k;
+      max_diff = std::max(max_diff, diff);
     }
     // Only the f16 re-rounding of a recomputed scale may move values, by a few ulps of d.
     EXPECT_LT(max_diff, 1e-5) << ggml_type_name(t);
@@ -218,9 +222,14 @@ TEST(KernelQuantize, UnalignedDestinationAndMultipleBlocks) {
   for (size_t k = 0; k < x.size(); ++k) x[k] = std::sin(static_cast<float>(k));
   for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_1, GgmlType::Q5_1, GgmlType::F16}) {
     const std::vector<uint8_t> aligned = quantize(t, x);
-    std::vector<uint8_t> buf(aligned.size() + 1);
-    quantize_row(t, x.data(), buf.data() + 1, x.size());
-    EXPECT_EQ(std::vector<uint8_t>(buf.begin() + 1, buf.end()), aligned);
+    // One byte in front to misalign the row, none after it; filled with two different values
+    // so that an unwritten byte shows, and the front byte must keep its fill.
+    for (uint8_t fill : {uint8_t{0x00}, uint8_t{0xFF}}) {
+      std::vector<uint8_t> buf(aligned.size() + 1, fill);
+      quantize_row(t, x.data(), buf.data() + 1, x.size());
+      EXPECT_EQ(buf[0], fill) << ggml_type_name(t);
+      EXPECT_EQ(std::vector<uint8_t>(buf.begin() + 1, buf.end()), aligned) << ggml_type_name(t);
+    }
   }
 }
 
@@ -239,7 +248,11 @@ TEST(KernelQuantize, RejectsPartialBlocksAndUnsupportedTypes) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("Q4_K"), std::string::npos) << e.what();
   }
-  EXPECT_NO_THROW(quantize_row(GgmlType::F16, x.data(), out.data(), 7));
+  // Exactly 7 values into exactly their 14 bytes.
+  const std::vector<float> x7(7, 1.0f);
+  std::vector<uint8_t> out7(ggml_row_bytes(GgmlType::F16, 7));
+  EXPECT_NO_THROW(quantize_row(GgmlType::F16, x7.data(), out7.data(), 7));
+  for (size_t i = 0; i < 7; ++i) EXPECT_EQ(out7[2 * i] | out7[2 * i + 1] << 8, 0x3C00) << i;
 }
 
 }  // namespace

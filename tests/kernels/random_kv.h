@@ -1,5 +1,6 @@
 // One layer's paged K/V filled with normal random values, held in both storage types, for the
-// attention tests and benchmarks.
+// attention tests and benchmarks. The buffers hold exactly n_blocks blocks, so AddressSanitizer
+// sees a read past the last one.
 #pragma once
 
 #include <cstdint>
@@ -23,16 +24,32 @@ struct RandomKvPool {
     std::mt19937 rng(seed);
     std::normal_distribution<float> d(0.0f, 1.0f);
     const size_t n = dim * bs * nb;
+    // Sized, not grown: capacity beyond the size would hide an overrun from ASan.
     k32.resize(n);
     v32.resize(n);
+    k16.resize(n);
+    v16.resize(n);
     for (auto& x : k32) x = d(rng);
     for (auto& x : v32) x = d(rng);
-    for (float x : k32) k16.push_back(f32_to_f16(x));
-    for (float x : v32) v16.push_back(f32_to_f16(x));
+    for (size_t i = 0; i < n; ++i) {
+      k16[i] = f32_to_f16(k32[i]);
+      v16[i] = f32_to_f16(v32[i]);
+    }
   }
   KvLayerView view() const {
     if (type == GgmlType::F16) return {type, k16.data(), v16.data(), kv_dim, block_size};
     return {type, k32.data(), v32.data(), kv_dim, block_size};
+  }
+  // Sets element e (< kv_dim) of slot s's K in both storage types (F16 rounded to nearest).
+  void set_k(size_t s, size_t e, float x) {
+    const size_t i = view().k_index(s, e);
+    k32[i] = x;
+    k16[i] = f32_to_f16(x);
+  }
+  // Element e of slot s's K as the view's type stores it, widened.
+  float k_at(size_t s, size_t e) const {
+    const size_t i = view().k_index(s, e);
+    return type == GgmlType::F16 ? f16_to_f32(k16[i]) : k32[i];
   }
   // Moves block `from` to `to` (contents copied), for placement tests.
   void copy_block(size_t from, size_t to) {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <numeric>
@@ -15,6 +16,7 @@
 #include "kernels/backend.h"
 #include "model/llama_model.h"
 #include "model/synthetic_model.h"
+#include "test_compare.h"
 #include "test_paths.h"
 
 namespace lift::test {
@@ -29,8 +31,12 @@ inline std::vector<int32_t> random_tokens(size_t n, int vocab, uint32_t seed) {
   return t;
 }
 
-inline bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+// Two logits rows with the same bits (test::same_bits): fails on different sizes, on empty
+// rows (a sequence that got no logits), and on any NaN, the unwritten sentinel step() fills
+// its output with included, even where both rows hold it.
+inline ::testing::AssertionResult bitwise_equal(const std::vector<float>& a,
+                                                const std::vector<float>& b) {
+  return same_bits(a, b);
 }
 
 // Shared model files by relative path, or "synthetic:TYPE" (Q8_0, Q4_0, F16) for a small GQA
@@ -94,7 +100,8 @@ inline std::vector<std::vector<float>> step(LlamaModel& m, Backend& be, KvCache&
     if (pass == 0) n_prompt = tok.size();
   }
   const size_t vocab = static_cast<size_t>(m.config().n_vocab);
-  std::vector<float> logits(rows.size() * vocab);
+  // Exactly the rows asked for, each element the unwritten sentinel until forward() writes it.
+  std::vector<float> logits = unwritten_floats(rows.size() * vocab);
   m.forward(be, ForwardBatch{tok, pos, tables, rows, n_prompt}, kv, logits.data());
   std::vector<std::vector<float>> out(seqs.size());
   for (size_t r = 0; r < rows.size(); ++r) {
@@ -111,9 +118,13 @@ inline void assign_blocks(TestSequence& s, int32_t first, size_t n) {
   std::iota(s.table.begin(), s.table.end(), first);
 }
 
+// max |v[i]|, NaN if any element is NaN (std::max would drop it).
 inline float max_abs(const std::vector<float>& v) {
   float m = 0;
-  for (float x : v) m = std::max(m, std::abs(x));
+  for (float x : v) {
+    if (std::isnan(x)) return x;
+    m = std::max(m, std::abs(x));
+  }
   return m;
 }
 
