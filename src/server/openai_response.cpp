@@ -10,12 +10,18 @@ using nlohmann::json;
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
+// vLLM's values: "abort" when the request was cut off (shutdown, client gone), "error" when
+// the engine failed it.
 const char* openai_finish_reason(FinishReason r) {
   switch (r) {
     case FinishReason::length:
       return "length";
     case FinishReason::none:
       return nullptr;
+    case FinishReason::abort:
+      return "abort";
+    case FinishReason::error:
+      return "error";
     default:
       return "stop";
   }

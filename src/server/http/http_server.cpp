@@ -31,6 +31,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr Millis kTick{100};
 constexpr Millis kRejectLinger{1000};  // how long a refused connection may drain its request
+constexpr Millis kEvictAfter{1000};    // idle time after which a connection may be evicted
 constexpr size_t kReadChunk = 64 * 1024;
 
 std::string peer_name(const sockaddr_storage& a) {
@@ -105,6 +106,7 @@ struct Conn final : Writer {
   HeadResult head;
   std::optional<ChunkedDecoder> chunked;
   Clock::time_point deadline;  // for the phase: idle, reading, rejecting
+  Clock::time_point idle_since;
   Clock::time_point request_start;
 
   std::string out;
@@ -359,7 +361,8 @@ struct Server::Impl {
     c.use = {};
     c.close_after = close;
     c.state = ConnState::idle;
-    c.deadline = Clock::now() + limits.idle_timeout;
+    c.idle_since = Clock::now();
+    c.deadline = c.idle_since + limits.idle_timeout;
     const uint64_t id = c.id;
     if (!flush(c)) return;
     // A pipelined request may already be buffered.
@@ -581,7 +584,8 @@ struct Server::Impl {
       c->id = next_id++;
       c->remote = peer_name(addr);
       c->last_progress = Clock::now();
-      c->deadline = Clock::now() + limits.idle_timeout;
+      c->idle_since = Clock::now();
+      c->deadline = c->idle_since + limits.idle_timeout;
       epoll_event e{};
       e.events = EPOLLIN | EPOLLRDHUP;
       e.data.fd = fd;
@@ -611,12 +615,14 @@ struct Server::Impl {
     }
   }
 
-  // Closes the longest-idle keep-alive connection; false if none is idle.
+  // Closes the longest-idle connection; false if none is idle. A connection only just
+  // accepted has had no chance to send its request yet, so it is spared for kEvictAfter.
   bool evict_idle() {
     Conn* oldest = nullptr;
+    const auto spare_since = Clock::now() - kEvictAfter;
     for (auto& [id, c] : conns) {
       if (c->state == ConnState::idle && c->in.empty() && c->pending() == 0 &&
-          (!oldest || c->deadline < oldest->deadline)) {
+          c->idle_since < spare_since && (!oldest || c->idle_since < oldest->idle_since)) {
         oldest = c.get();
       }
     }

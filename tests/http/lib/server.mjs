@@ -101,10 +101,11 @@ class Server {
   }
 }
 
-// Starts `lift serve -m model --host 127.0.0.1 --port P -t T ...args` and waits for GET /health
+// Starts `lift serve -m model --host 127.0.0.1 --port P -t T ...args` (with `env` added to the
+// environment) and waits for GET /health
 // to answer 200 (at most `readyMs`). Retries on another port if the process dies while
 // starting. The caller stops it (an after() hook); a process 'exit' hook kills leftovers.
-export async function startServer({ model = STORIES, args = [], apiKey, readyMs = 30000 } = {}) {
+export async function startServer({ model = STORIES, args = [], apiKey, env, readyMs = 30000 } = {}) {
   if (!fs.existsSync(liftBin)) throw new Error(`no lift binary at ${liftBin} (set LIFT_BIN)`);
   let lastErr;
   for (let attempt = 0; attempt < 3; ++attempt) {
@@ -117,7 +118,7 @@ export async function startServer({ model = STORIES, args = [], apiKey, readyMs 
     if (!args.includes('--served-model-name')) {
       argv.push('--served-model-name', `${path.basename(model, '.gguf')},m`);
     }
-    const proc = spawn(liftBin, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const proc = spawn(liftBin, argv, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...(env || {}) } });
     live.add(proc);
     const srv = new Server(proc, port, apiKey);
     try {
