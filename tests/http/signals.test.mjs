@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { STORIES, sleep, startServer } from './lib/server.mjs';
-import { post, sse } from './lib/http.mjs';
+import { assertError, get, post, sse } from './lib/http.mjs';
 
 const T = { timeout: 60000 };
 
@@ -44,6 +44,61 @@ describe('signals', () => {
       const exit = await srv.signalAndWait('SIGINT', 5000);
       assert.ok(!exit.timedOut, 'still running 5 s after SIGINT');
       assert.equal(exit.code, 0, `exit code ${exit.code} (signal ${exit.signal}) after SIGINT:\n${srv.logTail()}`);
+    } finally {
+      await srv.stop();
+    }
+  });
+});
+
+describe('draining', () => {
+  it('while draining /health says 503, a non-streamed request cut off gets 503 (never 200), and a stream ends with finish_reason "abort"', T, async () => {
+    const srv = await startServer({ model: STORIES, args: ['--shutdown-grace', '3'] });
+    try {
+      let events = 0;
+      let last;
+      const long = { model: 'm', prompt: 'Once upon a time', max_tokens: 1900, temperature: 1, seed: 1, ignore_eos: true };
+      const stream = sse(srv, '/v1/completions', { ...long, stream: true }, {
+        timeoutMs: 20000, onEvent: (e) => { ++events; last = e; },
+      }).then((r) => ({ r }), (e) => ({ e }));
+      const plain = post(srv, '/v1/completions', { ...long, seed: 2 }, { timeoutMs: 20000 }).then((r) => ({ r }), (e) => ({ e }));
+      const t0 = Date.now();
+      while (events < 3 && Date.now() - t0 < 10000) await sleep(5);
+      srv.stopping = true;  // it exits by itself below
+      srv.proc.kill('SIGTERM');
+      await sleep(300);
+      const h = await get(srv, '/health', { timeoutMs: 2000 });
+      assert.equal(h.status, 503, `GET /health while draining: ${h.status} ${h.text}`);
+      assertError(await post(srv, '/v1/completions', { model: 'm', prompt: 'Hi', max_tokens: 2 }), 503, 'new request while draining');
+      // The grace period (3 s) runs out: the engine aborts what is left.
+      const [s, p] = await Promise.all([stream, plain]);
+      assert.ok(p.r, `non-streamed request: ${p.e}`);
+      if (p.r.status !== 200 || p.r.json.error) assertError(p.r, 503, 'non-streamed request cut off by the shutdown');
+      assert.ok(s.r, `stream: ${s.e}`);
+      const reasons = s.r.events.filter((e) => e.choices && e.choices[0] && e.choices[0].finish_reason).map((e) => e.choices[0].finish_reason);
+      assert.deepEqual(reasons, ['abort'], `finish reasons ${JSON.stringify(reasons)}, last event ${JSON.stringify(last)}`);
+      await srv.exited;
+      assert.equal(srv.exitCode, 0, srv.logTail());
+    } finally {
+      await srv.stop();
+    }
+  });
+
+  it('a second SIGTERM exits at once, whatever is in flight', T, async () => {
+    const srv = await startServer({ model: STORIES, args: ['--shutdown-grace', '30'] });
+    try {
+      const plain = post(srv, '/v1/completions', {
+        model: 'm', prompt: 'Once', max_tokens: 1900, temperature: 1, ignore_eos: true,
+      }, { timeoutMs: 20000 }).catch(() => null);
+      await sleep(200);
+      srv.stopping = true;
+      srv.proc.kill('SIGTERM');
+      await sleep(300);
+      assert.ok(srv.running, 'the first SIGTERM should wait for the request (grace 30 s)');
+      const t0 = Date.now();
+      const exit = await srv.signalAndWait('SIGTERM', 3000);
+      assert.ok(!exit.timedOut, 'still running 3 s after the second SIGTERM');
+      assert.ok(Date.now() - t0 < 2000, `exited ${Date.now() - t0} ms after the second SIGTERM`);
+      await plain;
     } finally {
       await srv.stop();
     }
