@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -113,10 +114,12 @@ inline ::testing::AssertionResult same_bits(const float* a, const float* b, size
   if (std::memcmp(a, b, n * sizeof(float)) != 0) {
     for (size_t i = 0; i < n; ++i) {
       if (std::bit_cast<uint32_t>(a[i]) != std::bit_cast<uint32_t>(b[i])) {
-        return ::testing::AssertionFailure()
-               << "element " << i << " differs: " << a[i] << " vs " << b[i] << " (bits 0x"
-               << std::hex << std::bit_cast<uint32_t>(a[i]) << " vs 0x"
-               << std::bit_cast<uint32_t>(b[i]) << ")";
+        // One stream for the hex bits: AssertionResult formats each << on its own.
+        std::ostringstream bits;
+        bits << std::hex << "0x" << std::bit_cast<uint32_t>(a[i]) << " vs 0x"
+             << std::bit_cast<uint32_t>(b[i]);
+        return ::testing::AssertionFailure() << "element " << i << " differs: " << a[i] << " vs "
+                                             << b[i] << " (bits " << bits.str() << ")";
       }
     }
   }
