@@ -47,6 +47,7 @@ EngineConfig EngineOptions::to_config() const {
   c.scheduler.max_seqs = max_seqs;
   c.scheduler.max_prefill_chunk = max_prefill_chunk;
   c.scheduler.policy = parse_batch_policy(scheduler);
+  c.scheduler.scheduling = parse_scheduling_policy(scheduling_policy);
   c.threads = threads;
   c.prefix_caching = !no_prefix_caching;
   c.backend.quantize_activations = !exact_activations;
@@ -62,6 +63,10 @@ void add_engine_options(CLI::App* app, EngineOptions& o) {
   app->add_option("--max-seqs", o.max_seqs, "Most sequences running at once");
   app->add_option("--max-prefill-chunk", o.max_prefill_chunk,
                   "Most prompt tokens one request may prefill per step");
+  app->add_option("--scheduling-policy", o.scheduling_policy,
+                  "Who is served first: fcfs (arrival order; request priorities refused) or "
+                  "priority (lower priority value first, then arrival)")
+      ->check(CLI::IsMember({"fcfs", "priority"}));
   app->add_option("-t,--threads", o.threads, "Threads (0 = all cores)");
   app->add_flag("--no-prefix-caching", o.no_prefix_caching, "Disable automatic prefix caching");
   app->add_flag("--exact-activations", o.exact_activations,

@@ -20,6 +20,7 @@ struct EngineOptions {
   bool no_prefix_caching = false;
   bool exact_activations = false;
   std::string scheduler = "continuous";
+  std::string scheduling_policy = "fcfs";
 
   EngineConfig to_config() const;
 };

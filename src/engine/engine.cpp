@@ -24,6 +24,22 @@ size_t pool_blocks(const ModelConfig& cfg, const EngineConfig& e) {
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+// How much a sample's reason says about its request: the most severe one is the request's.
+int finish_rank(FinishReason r) {
+  switch (r) {
+    case FinishReason::stop:
+      return 1;
+    case FinishReason::length:
+      return 2;
+    case FinishReason::abort:
+      return 3;
+    case FinishReason::error:
+      return 4;
+    default:
+      return 0;
+  }
+}
+
 }  // namespace
 
 Engine::Engine(LlamaModel& model, const Tokenizer& tokenizer, EngineConfig cfg)
@@ -75,6 +91,11 @@ Submitted Engine::add_request(std::vector<int32_t> prompt, RequestParams params)
                 " tokens (the prompt must leave room for at least one generated token)");
   }
   if (const std::string err = params.validate(mc.n_vocab); !err.empty()) throw Error(err);
+  if (static_cast<size_t>(params.n) > cfg_.scheduler.max_seqs) {
+    throw Error("n is " + std::to_string(params.n) + " but at most " +
+                std::to_string(cfg_.scheduler.max_seqs) +
+                " samples run at once (--max-seqs); lower n or raise --max-seqs");
+  }
   params.max_tokens =
       std::min<int>(params.max_tokens, mc.context_length - static_cast<int>(prompt.size()));
   params.min_tokens = std::min(params.min_tokens, params.max_tokens);
@@ -98,12 +119,27 @@ Submitted Engine::add_request(std::vector<int32_t> prompt, RequestParams params)
   req->params = std::move(params);
   req->n_prompt = static_cast<int>(prompt.size());
   Submitted s{req->id, req->stream};
-  in_flight_.fetch_add(1);
   {
     std::lock_guard<std::mutex> lock(inbox_mu_);
-    inbox_.push_back({std::move(req), std::move(prompt)});
+    // The loop's last drain of the inbox happens after stop_ is set under this lock: a
+    // request that finds stop_ set would never be seen, so it ends here, aborted.
+    if (!stop_.load()) {
+      in_flight_.fetch_add(1);
+      inbox_.push_back({std::move(req), std::move(prompt)});
+      inbox_cv_.notify_one();
+      return s;
+    }
   }
-  inbox_cv_.notify_one();
+  for (int i = 0; i < req->params.n; ++i) {
+    RequestOutput out;
+    out.request_id = req->id;
+    out.index = i;
+    out.finish = FinishReason::abort;
+    out.prompt_tokens = req->n_prompt;
+    req->stream->push(std::move(out));
+  }
+  std::lock_guard<std::mutex> lock(metrics_mu_);
+  ++metrics_.requests_aborted;
   return s;
 }
 
@@ -155,6 +191,10 @@ void Engine::drain_inbox() {
 }
 
 void Engine::end_request(uint64_t id, FinishReason reason, const std::string& error) {
+  {
+    std::lock_guard<std::mutex> lock(metrics_mu_);
+    ++(reason == FinishReason::abort ? metrics_.requests_aborted : metrics_.requests_failed);
+  }
   for (auto& seq : seqs_.at(id)) {
     if (seq->status == SeqStatus::finished) continue;
     RequestOutput out;
@@ -173,6 +213,7 @@ void Engine::end_request(uint64_t id, FinishReason reason, const std::string& er
     out.index = req->params.n - req->open_samples;
     out.finish = reason;
     out.error = error;
+    out.prompt_tokens = req->n_prompt;
     --req->open_samples;
     req->stream->push(std::move(out));
   }
@@ -185,10 +226,15 @@ void Engine::finish(Sequence* seq, RequestOutput& out) {
   out.cached_tokens = req->cached_tokens;
   scheduler_.remove(seq);
   --req->open_samples;
-  {
+  if (finish_rank(out.finish) > finish_rank(req->finish)) req->finish = out.finish;
+  // A request finishes with its last sample; aborted and failed ones are counted by
+  // end_request and are no success.
+  const bool success = req->finish == FinishReason::stop || req->finish == FinishReason::length;
+  if (req->open_samples == 0 && success) {
     std::lock_guard<std::mutex> lock(metrics_mu_);
     metrics_.e2e.observe(seconds(Clock::now() - req->arrival_time));
-    if (req->open_samples == 0) ++metrics_.requests_finished;
+    ++metrics_.requests_finished;
+    ++(req->finish == FinishReason::stop ? metrics_.requests_stop : metrics_.requests_length);
   }
   req->stream->push(std::move(out));
 }
@@ -250,11 +296,11 @@ void Engine::sample_and_emit(Sequence* seq, std::span<float> logits) {
     {
       std::lock_guard<std::mutex> lock(metrics_mu_);
       ++metrics_.generation_tokens;
-      if (s->n_output() == 1) {
+      if (!req->first_token) {  // once per request: the first token of any sample
+        req->first_token = true;
         metrics_.ttft.observe(seconds(now - req->arrival_time));
-      } else {
-        metrics_.inter_token.observe(seconds(now - s->last_token_time));
       }
+      if (s->n_output() > 1) metrics_.inter_token.observe(seconds(now - s->last_token_time));
     }
     s->last_token_time = now;
     if (out.finish != FinishReason::none) {
@@ -325,14 +371,30 @@ bool Engine::step() {
 }
 
 void Engine::refresh_gauges(bool ran_step) {
+  // Requests, not samples: a request counts as running when any of its samples runs.
+  ++gauge_mark_;
+  size_t running = 0, waiting = 0;
+  for (Sequence* s : scheduler_.running()) {
+    if (s->req->gauge_mark != gauge_mark_) {
+      s->req->gauge_mark = gauge_mark_;
+      ++running;
+    }
+  }
+  for (Sequence* s : scheduler_.waiting()) {
+    if (s->req->gauge_mark != gauge_mark_) {
+      s->req->gauge_mark = gauge_mark_;
+      ++waiting;
+    }
+  }
   std::lock_guard<std::mutex> lock(metrics_mu_);
-  metrics_.running = scheduler_.running().size();
-  metrics_.waiting = scheduler_.waiting().size();
+  metrics_.running = running;
+  metrics_.waiting = waiting;
+  metrics_.running_seqs = scheduler_.running().size();
+  metrics_.waiting_seqs = scheduler_.waiting().size();
   metrics_.kv_used_blocks = blocks_.n_used();
   metrics_.kv_usage = blocks_.usage();
-  const BlockManagerStats& st = blocks_.stats();
-  metrics_.prefix_queries = st.prefix_queries * cfg_.block_size;
-  metrics_.prefix_hits = st.prefix_hit_tokens;
+  metrics_.prefix_queries = scheduler_.prefix_query_tokens();
+  metrics_.prefix_hits = scheduler_.prefix_hit_tokens();
   metrics_.preemptions = scheduler_.preemptions();
   metrics_.recomputed_tokens = recomputed_tokens_;
   if (ran_step) ++metrics_.steps;
@@ -409,7 +471,10 @@ void Engine::fail_all(const std::string& why) {
 
 void Engine::start() {
   if (thread_.joinable()) return;
-  stop_.store(false);
+  {
+    std::lock_guard<std::mutex> lock(inbox_mu_);
+    stop_.store(false);
+  }
   thread_ = std::thread([this] { loop(); });
 }
 

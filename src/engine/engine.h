@@ -49,14 +49,17 @@ class Engine {
   ~Engine();
 
   // Validates and queues a request; throws lift::Error with what to fix (empty or oversized
-  // prompt, bad parameters, a request the KV pool can never hold). Thread-safe.
+  // prompt, bad parameters, n above max_seqs, a request the KV pool can never hold).
+  // Thread-safe. Once stop() has begun (until the next start()), the request is not run: its
+  // stream gets at once a final output per sample with FinishReason::abort.
   Submitted add_request(std::vector<int32_t> prompt, RequestParams params);
   Submitted add_request(std::string_view text, RequestParams params);
   // Ends a request wherever it is; its samples finish with FinishReason::abort and its KV
   // blocks come back. Unknown or finished ids are ignored. Thread-safe.
   void abort(uint64_t id);
 
-  // Runs the engine loop on its own thread until stop().
+  // Runs the engine loop on its own thread until stop(). stop() ends every request still
+  // open (FinishReason::abort) before it returns, and those submitted while it runs or after.
   void start();
   void stop();
   // One step on the calling thread (tests, offline benchmarks); false when idle.
@@ -72,6 +75,9 @@ class Engine {
   const LlamaModel& model() const { return model_; }
   const Tokenizer& tokenizer() const { return tok_; }
   const EngineConfig& config() const { return cfg_; }
+  // Whether RequestParams::priority orders requests (--scheduling-policy priority); under
+  // fcfs it is ignored, and a front end should refuse a non-zero priority.
+  bool priority_scheduling() const { return cfg_.scheduler.priority_scheduling(); }
 
  private:
   void drain_inbox();
@@ -104,6 +110,7 @@ class Engine {
   std::unordered_map<uint64_t, std::unique_ptr<RequestState>> requests_;
   std::unordered_map<uint64_t, std::vector<std::unique_ptr<Sequence>>> seqs_;  // by request
   uint64_t next_seq_id_ = 0;
+  uint64_t gauge_mark_ = 0;
 
   // Inbox from other threads.
   struct Pending {
@@ -122,7 +129,7 @@ class Engine {
   uint64_t recomputed_tokens_ = 0;
 
   std::thread thread_;
-  std::atomic<bool> stop_{false};
+  std::atomic<bool> stop_{false};  // set and cleared under inbox_mu_
 };
 
 }  // namespace lift

@@ -37,27 +37,36 @@ inline std::vector<double> latency_buckets() {
           0.75,  1.0,   2.5,  5.0,  7.5,  10.0, 20.0, 40.0, 80.0};
 }
 
+// Counted per request, not per sample, unless said otherwise (vLLM's meanings).
 struct EngineMetrics {
   // Gauges.
-  size_t running = 0;
-  size_t waiting = 0;
+  size_t running = 0;       // requests with a sample running
+  size_t waiting = 0;       // requests waiting, none of their samples running
+  size_t running_seqs = 0;  // sequences (samples) running
+  size_t waiting_seqs = 0;  // sequences waiting (new, or preempted)
   size_t kv_used_blocks = 0;
   size_t kv_total_blocks = 0;
   double kv_usage = 0;  // used / total (cached blocks are reusable, so not counted)
   // Counters.
-  uint64_t prefix_queries = 0;  // prompt tokens looked up in the prefix cache
+  uint64_t prefix_queries = 0;  // tokens looked up in the prefix cache, once per admission
   uint64_t prefix_hits = 0;     // of which found
-  uint64_t preemptions = 0;
+  uint64_t preemptions = 0;     // sequences
   uint64_t recomputed_tokens = 0;
   uint64_t prompt_tokens = 0;
-  uint64_t generation_tokens = 0;
-  uint64_t requests_finished = 0;
+  uint64_t generation_tokens = 0;  // every sample's
+  // Finished requests by reason. A request's reason is its samples' most severe:
+  // error > abort > length > stop. Success means stop or length.
+  uint64_t requests_finished = 0;  // = requests_stop + requests_length
+  uint64_t requests_stop = 0;
+  uint64_t requests_length = 0;
+  uint64_t requests_aborted = 0;  // abort() and requests refused by a stopping engine
+  uint64_t requests_failed = 0;   // FinishReason::error
   uint64_t steps = 0;
   // Seconds.
-  Histogram ttft{latency_buckets()};
-  Histogram inter_token{latency_buckets()};
-  Histogram e2e{latency_buckets()};
-  Histogram queue_time{latency_buckets()};
+  Histogram ttft{latency_buckets()};         // arrival to the first token of any sample
+  Histogram inter_token{latency_buckets()};  // between two tokens of one sample
+  Histogram e2e{latency_buckets()};          // arrival to the last sample's end (success only)
+  Histogram queue_time{latency_buckets()};   // arrival to first scheduling
 };
 
 }  // namespace lift

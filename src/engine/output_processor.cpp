@@ -43,11 +43,18 @@ void OutputProcessor::process(Sequence& seq, int32_t token, RequestOutput& out) 
     return;
   }
   out.token_ids.push_back(token);
+  const size_t old_size = seq.pending.size();
   seq.decoder->push(token, seq.pending);
 
-  if (!p.stop.empty()) {
+  // Stop strings count from the min_tokens-th output token on (vLLM): a match must end in
+  // the text this token added (earlier text was searched before, or came before min_tokens).
+  // Until then held-back text is still held back, since a stop string may begin in it.
+  if (!p.stop.empty() && n_out >= static_cast<size_t>(p.min_tokens)) {
     size_t cut = std::string::npos;
-    for (const std::string& s : p.stop) cut = std::min(cut, seq.pending.find(s));
+    for (const std::string& s : p.stop) {
+      const size_t from = old_size >= s.size() ? old_size - s.size() + 1 : 0;
+      cut = std::min(cut, seq.pending.find(s, from));
+    }
     if (cut != std::string::npos) {
       out.text += seq.pending.substr(0, cut);
       seq.pending.clear();

@@ -12,14 +12,15 @@ namespace lift {
 
 struct RequestParams {
   int max_tokens = 16;  // generated tokens per sample, at most
-  int min_tokens = 0;   // EOS and stop token ids are masked until this many are generated
+  int min_tokens = 0;   // EOS and stop ids are masked, stop strings not matched, before this many
   int n = 1;            // parallel samples forked from one prefill
   bool ignore_eos = false;
   std::vector<std::string> stop;  // stop strings, matched across token boundaries, not returned
   std::vector<int32_t> stop_token_ids;
   SamplingParams sampling;  // seed, temperature, ..., n_logprobs
   bool logprobs = false;    // report the chosen token's logprob (+ sampling.n_logprobs top)
-  int priority = 0;         // lower runs first; ties in arrival order
+  int priority =
+      0;  // --scheduling-policy priority: lower runs first, ties by arrival; fcfs: ignored
 
   // Empty when valid for this vocabulary; otherwise what to fix.
   std::string validate(int vocab_size) const;

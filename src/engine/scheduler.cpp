@@ -24,6 +24,16 @@ BatchPolicy parse_batch_policy(const std::string& s) {
   throw Error("unknown scheduler '" + s + "' (use sequential, static or continuous)");
 }
 
+const char* scheduling_policy_name(SchedulingPolicy p) {
+  return p == SchedulingPolicy::priority ? "priority" : "fcfs";
+}
+
+SchedulingPolicy parse_scheduling_policy(const std::string& s) {
+  if (s == "fcfs") return SchedulingPolicy::fcfs;
+  if (s == "priority") return SchedulingPolicy::priority;
+  throw Error("unknown scheduling policy '" + s + "' (use fcfs or priority)");
+}
+
 std::string SchedulerConfig::validate() const {
   if (max_batched_tokens < 1) return "max-batched-tokens must be at least 1";
   if (max_seqs < 1) return "max-seqs must be at least 1";
@@ -35,23 +45,37 @@ std::string SchedulerConfig::validate() const {
   return {};
 }
 
+namespace {
+
+// Running slots a sequence takes against max_seqs: its request's n until it has forked.
+size_t slots(const Sequence* seq) {
+  return seq->forked ? 1 : static_cast<size_t>(seq->req->params.n);
+}
+
+}  // namespace
+
 Scheduler::Scheduler(SchedulerConfig cfg, BlockManager& blocks) : cfg_(cfg), blocks_(blocks) {
   if (const std::string err = cfg_.validate(); !err.empty()) throw Error(err);
-  if (cfg_.policy == BatchPolicy::sequential) cfg_.max_seqs = 1;
+  order_.reserve(cfg_.max_seqs);
+}
+
+bool Scheduler::before(const Sequence* a, const Sequence* b) const {
+  if (cfg_.scheduling == SchedulingPolicy::priority &&
+      a->req->params.priority != b->req->params.priority) {
+    return a->req->params.priority < b->req->params.priority;
+  }
+  if (a->req->arrival != b->req->arrival) return a->req->arrival < b->req->arrival;
+  return a->index < b->index;
 }
 
 void Scheduler::add_waiting(Sequence* seq) {
   seq->status = SeqStatus::waiting;
-  // Stable by (priority, arrival): a preempted sequence keeps its arrival, so it goes back
+  // Stable in the queue's order: a preempted sequence keeps its arrival, so it goes back
   // ahead of everything that arrived after it.
-  auto before = [](const Sequence* a, const Sequence* b) {
-    if (a->req->params.priority != b->req->params.priority) {
-      return a->req->params.priority < b->req->params.priority;
-    }
-    if (a->req->arrival != b->req->arrival) return a->req->arrival < b->req->arrival;
-    return a->index < b->index;
-  };
-  waiting_.insert(std::upper_bound(waiting_.begin(), waiting_.end(), seq, before), seq);
+  waiting_.insert(
+      std::upper_bound(waiting_.begin(), waiting_.end(), seq,
+                       [&](const Sequence* a, const Sequence* b) { return before(a, b); }),
+      seq);
 }
 
 void Scheduler::add_running(Sequence* seq) {
@@ -69,6 +93,23 @@ void Scheduler::remove(Sequence* seq) {
   }
   blocks_.free(seq->table);
   seq->status = SeqStatus::finished;
+}
+
+size_t Scheduler::running_slots() const {
+  size_t n = 0;
+  for (const Sequence* seq : running_) n += slots(seq);
+  return n;
+}
+
+Sequence* Scheduler::pick_victim() const {
+  if (cfg_.scheduling == SchedulingPolicy::fcfs) return running_.back();  // newest admitted
+  // The last in the queue's order: largest priority value, then newest arrival (then the
+  // highest sample index).
+  Sequence* victim = running_.front();
+  for (Sequence* seq : running_) {
+    if (before(victim, seq)) victim = seq;
+  }
+  return victim;
 }
 
 void Scheduler::preempt(Sequence* victim, SchedulerOutput& out) {
@@ -91,8 +132,12 @@ void Scheduler::preempt(Sequence* victim, SchedulerOutput& out) {
 }
 
 bool Scheduler::reserve(Sequence* seq, size_t n, SchedulerOutput& out) {
+  // Slots already held past the computed tokens (a prompt's, taken at admission) count.
+  const size_t held = seq->table.n_tokens - seq->n_computed;
+  if (n <= held) return true;
+  n -= held;
   while (!blocks_.can_append(seq->table, n)) {
-    Sequence* victim = running_.back();  // most recently admitted
+    Sequence* victim = pick_victim();
     preempt(victim, out);
     if (victim == seq) return false;
   }
@@ -101,72 +146,76 @@ bool Scheduler::reserve(Sequence* seq, size_t n, SchedulerOutput& out) {
   return true;
 }
 
+void Scheduler::take(Sequence* seq, size_t n, SchedulerOutput& out) {
+  out.batch.push_back({seq, n});
+  out.n_tokens += n;
+  budget_ -= n;
+}
+
 void Scheduler::schedule(SchedulerOutput& out) {
   out.clear();
   budget_ = cfg_.max_batched_tokens;
-  size_t& budget = budget_;
-  auto take = [&](Sequence* seq, size_t n) {
-    out.batch.push_back({seq, n});
-    out.n_tokens += n;
-    budget -= n;
-  };
+  // Preemption takes sequences out of running_ anywhere (under priority, also ahead of the
+  // one being served), so the two passes walk the list as the step began and skip victims.
+  order_.assign(running_.begin(), running_.end());
 
-  // 1. One decode token for every running sequence past its prompt, oldest first. A sequence
-  //    preempted here drops out of running_, so the index only advances when it stays.
-  for (size_t i = 0; i < running_.size() && budget > 0;) {
-    Sequence* seq = running_[i];
-    if (seq->in_prefill()) {
-      ++i;
-      continue;
-    }
-    if (!reserve(seq, 1, out)) continue;  // seq itself was preempted (it was last)
-    take(seq, 1);
-    ++i;
+  // 1. One decode token for every running sequence past its prompt, oldest first.
+  for (Sequence* seq : order_) {
+    if (budget_ == 0) break;
+    if (seq->status != SeqStatus::running || seq->in_prefill()) continue;
+    if (reserve(seq, 1, out)) take(seq, 1, out);
   }
 
-  // 2. Prompt chunks of running sequences still in prefill.
-  for (size_t i = 0; i < running_.size() && budget > 0;) {
-    Sequence* seq = running_[i];
-    if (!seq->in_prefill()) {
-      ++i;
-      continue;
-    }
-    const size_t n = std::min({seq->remaining(), cfg_.max_prefill_chunk, budget});
-    if (!reserve(seq, n, out)) continue;
-    take(seq, n);
-    ++i;
+  // 2. Prompt chunks of running sequences still in prefill (their blocks are held already).
+  for (Sequence* seq : order_) {
+    if (budget_ == 0) break;
+    if (seq->status != SeqStatus::running || !seq->in_prefill()) continue;
+    const size_t n = std::min({seq->remaining(), cfg_.max_prefill_chunk, budget_});
+    if (reserve(seq, n, out)) take(seq, n, out);
   }
 
-  // 3. Admit waiting sequences while there is budget, room and memory. Sequential runs one
-  //    at a time.
+  // 3. Admissions, unless this step had to preempt.
+  if (out.preempted.empty()) admit(out);
+#ifndef NDEBUG
+  check(out);
+#endif
+}
+
+void Scheduler::admit(SchedulerOutput& out) {
   // A static batch is formed once, when the engine is empty, from as many waiting sequences
   // as fit (their prompts may take several steps), then closed until every member finishes.
+  // Sequential runs one request at a time.
   if (cfg_.policy == BatchPolicy::static_batch && running_.empty()) static_open_ = true;
-  const bool may_admit = cfg_.policy != BatchPolicy::static_batch || static_open_;
-  while (may_admit && budget > 0 && !waiting_.empty() && running_.size() < cfg_.max_seqs) {
+  if (cfg_.policy == BatchPolicy::static_batch && !static_open_) return;
+  if (cfg_.policy == BatchPolicy::sequential && !running_.empty()) return;
+  size_t used_slots = running_slots();
+  while (budget_ > 0 && !waiting_.empty()) {
     Sequence* seq = waiting_.front();
+    // First come (by the queue's order), first served: nobody overtakes the head.
+    if (used_slots + slots(seq) > cfg_.max_seqs) break;
     if (seq->table.empty()) {
       seq->n_computed = blocks_.allocate_prompt(seq->table, seq->tokens, seq->n_prompt);
     }
-    const size_t n = std::min({seq->remaining(), cfg_.max_prefill_chunk, budget});
-    if (!blocks_.can_append(seq->table, n)) {
-      // First come, first served: nobody overtakes the head of the queue. Its cached
-      // prefix blocks go back until memory frees up.
+    // Every token still to compute gets its slot now, so the prefill never needs a block
+    // it might not get.
+    if (!blocks_.can_append(seq->table, seq->remaining())) {
+      // Its cached prefix blocks go back until memory frees up.
       blocks_.free(seq->table);
       seq->n_computed = 0;
       break;
     }
     waiting_.pop_front();
     add_running(seq);
-    if (!blocks_.append_slots(seq->table, n, &out.copies)) {
+    used_slots += slots(seq);
+    prefix_query_tokens_ += seq->tokens.size();
+    prefix_hit_tokens_ += seq->n_computed;
+    if (!blocks_.append_slots(seq->table, seq->remaining(), &out.copies)) {
       throw Error("internal: block manager refused slots it said it had");
     }
-    take(seq, n);
+    take(seq, std::min({seq->remaining(), cfg_.max_prefill_chunk, budget_}), out);
+    if (cfg_.policy == BatchPolicy::sequential) break;
   }
-  if (cfg_.policy == BatchPolicy::static_batch && budget > 0) static_open_ = false;
-#ifndef NDEBUG
-  check(out);
-#endif
+  if (cfg_.policy == BatchPolicy::static_batch && budget_ > 0) static_open_ = false;
 }
 
 void Scheduler::check(const SchedulerOutput& out) const {
@@ -186,6 +235,9 @@ void Scheduler::check(const SchedulerOutput& out) const {
   }
   if (total != out.n_tokens || total > cfg_.max_batched_tokens) {
     throw Error("scheduler: the token budget was exceeded");
+  }
+  if (running_slots() > cfg_.max_seqs) {
+    throw Error("scheduler: more running samples than max-seqs");
   }
   // Decode is never starved: every running sequence past its prompt decodes this step
   // (max_seqs <= max_batched_tokens guarantees the budget for it).

@@ -2,9 +2,35 @@
 // tokens of running sequences go first, then prompt chunks fill the rest of a token budget.
 // One request takes at most max_prefill_chunk tokens a step, so a short request arriving
 // behind a long prompt starts at once, and nobody's decoding stalls for a whole prefill.
-// When the KV pool cannot give a running sequence its next block, the most recently
-// admitted sequence is preempted: its blocks are released and it goes back to the front of
-// the queue, to be recomputed (its full blocks usually come back from the prefix cache).
+//
+// Admission. The head of the waiting queue is admitted when its whole prompt's blocks fit
+// (they are all taken at once: a prompt that has started never needs another block for its
+// prefill, so it cannot preempt itself or anyone halfway through) and when all n of its
+// samples fit under max_seqs (forked samples run as sequences of their own). Nobody overtakes
+// the head. A step that preempted admits nobody: the blocks just given back are for the
+// sequences still running, and a victim is never readmitted in the step that preempted it.
+//
+// Preemption. When the pool cannot give a running sequence its next block, a victim's blocks
+// are released and it goes back to the waiting queue at its old place (its arrival), to be
+// recomputed (its full blocks usually come back from the prefix cache). The victim is, under
+// fcfs, the most recently admitted sequence; under priority, the one with the largest
+// priority value, newest arrival first.
+//
+// Order and starvation (SchedulingPolicy):
+//   fcfs      waiting sequences in arrival order; the priority field is ignored. Nothing
+//             starves: the oldest running sequence is never preempted while another runs
+//             (and alone it always fits: add_request checks that every request fits in the
+//             pool), so it finishes within max_tokens decode steps, and the head of the queue
+//             is admitted once what runs has given back enough blocks. No later arrival gets
+//             ahead of a waiting request, so it waits at most for the work of those that
+//             arrived before it or were running when it was preempted.
+//   priority  waiting sequences by (priority, arrival), lower value first (vLLM). Within one
+//             priority level this is fcfs, with the same bound. Across levels it is strict:
+//             a request waits while any request of a better (lower) level waits or runs ahead
+//             of it, and it is the first victim when memory runs short, so a steady stream of
+//             better-priority requests starves it without bound (there is no aging). It is
+//             bounded again once better-priority arrivals stop. A running sequence is never
+//             preempted to admit a waiting one, whatever their priorities.
 //
 // Pure policy: no tensors, no threads. The engine applies its decisions.
 #pragma once
@@ -12,6 +38,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -24,11 +51,20 @@ enum class BatchPolicy { continuous, static_batch, sequential };
 const char* batch_policy_name(BatchPolicy p);
 BatchPolicy parse_batch_policy(const std::string& s);
 
+// Who is served first (see the top of this file): fcfs ignores RequestParams::priority.
+enum class SchedulingPolicy { fcfs, priority };
+const char* scheduling_policy_name(SchedulingPolicy p);
+SchedulingPolicy parse_scheduling_policy(const std::string& s);  // "fcfs" or "priority"
+
 struct SchedulerConfig {
   size_t max_batched_tokens = 512;
-  size_t max_seqs = 64;
+  size_t max_seqs = 64;  // running sequences; a request of n samples takes n
   size_t max_prefill_chunk = 256;
   BatchPolicy policy = BatchPolicy::continuous;
+  SchedulingPolicy scheduling = SchedulingPolicy::fcfs;
+  // Whether RequestParams::priority matters; with fcfs a front end should reject a non-zero
+  // priority rather than ignore it.
+  bool priority_scheduling() const { return scheduling == SchedulingPolicy::priority; }
   std::string validate() const;
 };
 
@@ -55,7 +91,7 @@ class Scheduler {
   Scheduler(SchedulerConfig cfg, BlockManager& blocks);
 
   const SchedulerConfig& config() const { return cfg_; }
-  // A new sequence joins the waiting queue, ordered by (priority, arrival).
+  // A new sequence joins the waiting queue: by arrival (fcfs) or (priority, arrival).
   void add_waiting(Sequence* seq);
   // A sequence forked from a running one starts running at once.
   void add_running(Sequence* seq);
@@ -72,21 +108,38 @@ class Scheduler {
   const std::deque<Sequence*>& waiting() const { return waiting_; }
   bool has_work() const { return !running_.empty() || !waiting_.empty(); }
   uint64_t preemptions() const { return preemptions_; }
+  // Running slots taken against max_seqs: one per running sequence, n for a running request
+  // that has not forked its samples yet.
+  size_t running_slots() const;
+  // Prefix cache, counted once per admission (vLLM's meaning): tokens looked up (all of a
+  // sequence's tokens to compute) and of those, tokens whose K/V was found.
+  uint64_t prefix_query_tokens() const { return prefix_query_tokens_; }
+  uint64_t prefix_hit_tokens() const { return prefix_hit_tokens_; }
 
  private:
+  // Whether a should be served before b (the waiting queue's order).
+  bool before(const Sequence* a, const Sequence* b) const;
+  Sequence* pick_victim() const;
   void preempt(Sequence* victim, SchedulerOutput& out);
-  // Grows seq's table by n slots, preempting later-admitted sequences if the pool is short.
-  // False if seq itself had to be preempted.
+  // Gives seq slots up to n_computed + n (a prompt's may be held already), preempting victims
+  // if the pool is short. False if seq itself had to be preempted.
   bool reserve(Sequence* seq, size_t n, SchedulerOutput& out);
+  // Puts n tokens of seq into the step.
+  void take(Sequence* seq, size_t n, SchedulerOutput& out);
+  // Admits waiting sequences into the rest of the step.
+  void admit(SchedulerOutput& out);
 
   SchedulerConfig cfg_;
   BlockManager& blocks_;
   std::vector<Sequence*> running_;  // in admission order
+  std::vector<Sequence*> order_;    // scratch: running_ as the step began
   std::deque<Sequence*> waiting_;
   size_t budget_ = 0;         // tokens left in the step being scheduled
   bool static_open_ = false;  // static batching: the batch is still being formed
   uint64_t admissions_ = 0;
   uint64_t preemptions_ = 0;
+  uint64_t prefix_query_tokens_ = 0;
+  uint64_t prefix_hit_tokens_ = 0;
 };
 
 }  // namespace lift

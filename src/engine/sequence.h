@@ -29,6 +29,9 @@ struct RequestState {
   int cached_tokens = 0;
   int open_samples = 0;
   bool aborted = false;
+  bool first_token = false;                  // a sample has produced its first token
+  FinishReason finish = FinishReason::none;  // of the request so far (finish_rank)
+  uint64_t gauge_mark = 0;                   // Engine::refresh_gauges's request count
 };
 
 enum class SeqStatus { waiting, running, finished };

@@ -220,16 +220,34 @@ void BlockManager::commit(BlockTable& table, std::span<const int32_t> all_tokens
     const uint64_t h = block_key(i, parent_hash, toks, n_prompt, boundary);
     table.hashes.push_back(h);
     const int32_t b = table.blocks[i];
-    if (has_entry_[b]) continue;         // registered through a forked sibling
-    if (index_.count(h) != 0) continue;  // same contents (or a collision) held by another block
+    if (has_entry_[b]) continue;  // registered through a forked sibling
+    const int32_t parent = i == 0 ? -1 : table.blocks[i - 1];
+    if (const auto it = index_.find(h); it != index_.end()) {
+      // Another sequence computed the same block (same tokens after the same parent block)
+      // first, e.g. in the same step: take its copy and give ours back, so that the blocks
+      // after this one are registered under the parent a lookup walks to. A collision (other
+      // tokens or another parent) keeps the entry it found, and ours stays unregistered.
+      const int32_t c = it->second;
+      if (!matches(c, toks, parent, boundary)) continue;
+      if (ref_[c] == 0) {  // revive a cached block
+        unlink(cached_, c);
+        state_[c] = State::used;
+      }
+      ++ref_[c];
+      table.blocks[i] = c;
+      release(b);
+      ++stats_.merged;
+      continue;
+    }
     index_.emplace(h, b);
     has_entry_[b] = 1;
     hash_[b] = h;
-    parent_[b] = i == 0 ? -1 : table.blocks[i - 1];
-    parent_gen_[b] = i == 0 ? 0 : gen_[table.blocks[i - 1]];
+    parent_[b] = parent;
+    parent_gen_[b] = i == 0 ? 0 : gen_[parent];
     boundary_[b] = boundary;
     std::copy(toks.begin(), toks.end(), tokens_.begin() + static_cast<ptrdiff_t>(b * block_size_));
   }
+  debug_check_counts();
 }
 
 void BlockManager::fork(const BlockTable& parent, BlockTable& child) {

@@ -44,6 +44,7 @@ struct BlockManagerStats {
   uint64_t prefix_hit_tokens = 0;  // prompt tokens whose K/V was reused
   uint64_t evictions = 0;          // cached blocks evicted to serve an allocation
   uint64_t cow_copies = 0;         // shared partial blocks copied on write
+  uint64_t merged = 0;             // computed blocks given back for an equal block already cached
 };
 
 // Hash of one full block given its parent's hash (kRootHash for the first block).
@@ -93,9 +94,13 @@ class BlockManager {
   bool append_slots(BlockTable& table, size_t n, std::vector<std::pair<int32_t, int32_t>>* copies);
 
   // After a forward pass wrote K/V for positions [0, n_computed): registers every newly full
-  // block in the prefix cache (no-op without prefix caching). A block whose hash is already
-  // cached by another block is not registered twice. all_tokens holds at least n_computed
-  // tokens of the sequence. Throws lift::Error if n_computed exceeds the table's slots.
+  // block in the prefix cache (no-op without prefix caching). A block another block already
+  // holds the entry for (same tokens after the same parent block: two sequences computed the
+  // same prefix at once) is not registered twice: the table takes the registered block
+  // instead (ref++) and gives its own copy back (its K/V is the same by the exactness
+  // contract), so the table's later blocks chain under the block a lookup finds. all_tokens
+  // holds at least n_computed tokens of the sequence. Throws lift::Error if n_computed
+  // exceeds the table's slots.
   void commit(BlockTable& table, std::span<const int32_t> all_tokens, size_t n_computed,
               size_t n_prompt = SIZE_MAX);
 

@@ -8,6 +8,8 @@
 namespace lift {
 
 struct ServerCounters {
+  // Responses sent in full. Not rendered: lift:request_success_total counts the engine's
+  // finished requests by finish reason instead.
   uint64_t requests_ok = 0;
   uint64_t requests_rejected = 0;  // 4xx/5xx answers, 503s included
   uint64_t requests_aborted = 0;   // client went away

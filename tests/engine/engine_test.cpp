@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <map>
 #include <random>
 #include <set>
@@ -189,6 +190,246 @@ TEST(E2EEngine, StreamedTextEqualsDecodedTokens) {
   want += d.flush();
   EXPECT_EQ(c.text.at(0), want);
   EXPECT_EQ(c.text.at(0).rfind(", there was a little girl named Lily.", 0), 0u);
+}
+
+// Two requests compute the same 2-block prefix in one step; the second goes on to 2 more
+// blocks. A third request sharing the second's 4 blocks finds all of them in the cache.
+TEST(E2EEngine, PrefixComputedTwiceInOneStepServesALongerPromptLater) {
+  Engine e(*fx().model, fx().tok, small_config(64));
+  std::vector<int32_t> shared = {1};
+  for (int i = 0; i < 31; ++i) shared.push_back(300 + i);  // 2 blocks
+  std::vector<int32_t> a = shared, b = shared;
+  a.push_back(400);
+  for (int i = 0; i < 33; ++i) b.push_back(100 + i);  // 2 more blocks + 1 token
+  RequestParams p;
+  p.max_tokens = 3;
+  p.ignore_eos = true;
+  auto sa = e.add_request(a, p);
+  auto sb = e.add_request(b, p);
+  ASSERT_TRUE(e.step());  // both prompts in one forward pass (64 + 33 tokens)
+  e.run_until_idle();
+  const uint64_t hits_before = e.metrics().prefix_hits;
+  std::vector<int32_t> c(b.begin(), b.begin() + 64);
+  c.push_back(450);
+  c.push_back(451);
+  auto sc = e.add_request(c, p);
+  e.run_until_idle();
+  int cached = -1;
+  while (auto o = sc.stream->pop(std::chrono::milliseconds(0))) {
+    if (o->finish != FinishReason::none) cached = o->cached_tokens;
+  }
+  EXPECT_EQ(cached, 64);
+  EXPECT_EQ(e.metrics().prefix_hits - hits_before, 64u);
+  expect_all_blocks_back(e);
+}
+
+// The greedy continuation of "Once upon a time" is ", there was a little girl named Lily."
+// in the tokens ",", "▁there", "▁was", "▁a", "▁little", "▁g", "ir", "l", ... A stop string
+// counts only when it ends in the text of output token min_tokens or later (vLLM).
+Collected greedy_with_stop(const std::string& stop, int min_tokens) {
+  Engine e(*fx().model, fx().tok, small_config(64));
+  RequestParams p;
+  p.max_tokens = 30;
+  p.min_tokens = min_tokens;
+  p.sampling.temperature = 0;
+  p.stop = {stop};
+  auto s = e.add_request("Once upon a time", p);
+  e.run_until_idle();
+  expect_all_blocks_back(e);
+  return drain(*s.stream);
+}
+
+TEST(E2EEngine, MinTokensHoldsBackStopStrings) {
+  Collected c = greedy_with_stop("there", 0);
+  EXPECT_EQ(c.text.at(0), ", ");
+  EXPECT_EQ(c.tokens.at(0).size(), 2u);
+  EXPECT_EQ(c.finish.at(0), FinishReason::stop);
+  // "there" ends in output token 2: with min_tokens 2 it stops there, with 3 it is text.
+  c = greedy_with_stop("there", 2);
+  EXPECT_EQ(c.text.at(0), ", ");
+  EXPECT_EQ(c.finish.at(0), FinishReason::stop);
+  c = greedy_with_stop("there", 3);
+  EXPECT_GE(c.tokens.at(0).size(), 3u);
+  EXPECT_EQ(c.text.at(0).rfind(", there was a little girl", 0), 0u) << c.text.at(0);
+  // "little girl" begins in token 5 and ends in token 8: min_tokens 6 still stops on it,
+  // min_tokens 9 does not.
+  c = greedy_with_stop("little girl", 6);
+  EXPECT_EQ(c.text.at(0), ", there was a ");
+  EXPECT_EQ(c.tokens.at(0).size(), 8u);
+  EXPECT_EQ(c.finish.at(0), FinishReason::stop);
+  c = greedy_with_stop("little girl", 9);
+  EXPECT_GE(c.tokens.at(0).size(), 9u);
+  EXPECT_EQ(c.text.at(0).rfind(", there was a little girl named", 0), 0u) << c.text.at(0);
+}
+
+// Gauges and latencies count requests: n = 4 samples are one running request with one time
+// to first token and one end-to-end latency.
+TEST(E2EEngine, MetricsCountRequestsNotSamples) {
+  Engine e(*fx().model, fx().tok, small_config(128));
+  RequestParams p;
+  p.n = 4;
+  p.max_tokens = 8;
+  p.ignore_eos = true;
+  p.sampling.temperature = 1.0f;
+  p.sampling.seed = 5;
+  auto s = e.add_request("Once upon a time", p);
+  while (e.metrics().generation_tokens < 4) ASSERT_TRUE(e.step());
+  EXPECT_EQ(e.metrics().running, 1u);
+  EXPECT_EQ(e.metrics().waiting, 0u);
+  e.run_until_idle();
+  const EngineMetrics m = e.metrics();
+  EXPECT_EQ(m.generation_tokens, 32u);
+  EXPECT_EQ(m.ttft.count(), 1u);
+  EXPECT_EQ(m.e2e.count(), 1u);
+  EXPECT_EQ(m.queue_time.count(), 1u);
+  EXPECT_EQ(m.requests_finished, 1u);
+  EXPECT_EQ(m.running, 0u);
+  EXPECT_EQ(drain(*s.stream).finish.size(), 4u);
+}
+
+// Prefix-cache queries count every prompt token looked up, hits the tokens found.
+TEST(E2EEngine, PrefixCacheQueriesCountPromptTokens) {
+  Engine e(*fx().model, fx().tok, small_config(64));
+  std::vector<int32_t> prompt = {1};
+  for (int i = 0; i < 39; ++i) prompt.push_back(200 + i);  // 40 tokens: 2 full blocks + 8
+  RequestParams p;
+  p.max_tokens = 2;
+  e.add_request(prompt, p);
+  e.run_until_idle();
+  EXPECT_EQ(e.metrics().prefix_queries, 40u);
+  EXPECT_EQ(e.metrics().prefix_hits, 0u);
+  e.add_request(prompt, p);
+  e.run_until_idle();
+  EXPECT_EQ(e.metrics().prefix_queries, 80u);
+  EXPECT_EQ(e.metrics().prefix_hits, 32u);
+}
+
+// An aborted request is not a finished one: no success, no end-to-end latency.
+TEST(E2EEngine, AbortedRequestsAreNotCountedAsFinished) {
+  Engine e(*fx().model, fx().tok, small_config(64));
+  RequestParams p;
+  p.n = 2;
+  p.max_tokens = 40;
+  p.ignore_eos = true;
+  auto s = e.add_request("Once upon a time", p);
+  while (e.metrics().generation_tokens < 4) ASSERT_TRUE(e.step());
+  e.abort(s.id);
+  e.run_until_idle();
+  const EngineMetrics m = e.metrics();
+  EXPECT_EQ(m.requests_finished, 0u);
+  EXPECT_EQ(m.e2e.count(), 0u);
+  EXPECT_EQ(m.ttft.count(), 1u);
+  const Collected c = drain(*s.stream);
+  EXPECT_EQ(c.finish.at(0), FinishReason::abort);
+  EXPECT_EQ(c.finish.at(1), FinishReason::abort);
+  expect_all_blocks_back(e);
+}
+
+// Finished requests are counted by their reason; a request of n samples once.
+TEST(E2EEngine, FinishedRequestsCountedByReason) {
+  Engine e(*fx().model, fx().tok, small_config(64));
+  RequestParams p;
+  p.max_tokens = 30;
+  p.sampling.temperature = 0;
+  p.stop = {"girl"};
+  e.add_request("Once upon a time", p);  // stops at "girl"
+  p.stop.clear();
+  p.max_tokens = 3;
+  p.n = 3;
+  p.sampling.temperature = 1;
+  p.ignore_eos = true;
+  e.add_request("Once upon a time", p);  // 3 samples, each to max_tokens
+  e.run_until_idle();
+  const EngineMetrics m = e.metrics();
+  EXPECT_EQ(m.requests_stop, 1u);
+  EXPECT_EQ(m.requests_length, 1u);
+  EXPECT_EQ(m.requests_finished, 2u);
+  EXPECT_EQ(m.requests_aborted, 0u);
+  EXPECT_EQ(m.e2e.count(), 2u);
+  EXPECT_EQ(m.ttft.count(), 2u);
+}
+
+// n samples run as n sequences: more than --max-seqs could never be admitted.
+TEST(E2EEngine, MoreSamplesThanMaxSeqsIsRejected) {
+  EngineConfig c = small_config(64);
+  c.scheduler.max_seqs = 3;
+  Engine e(*fx().model, fx().tok, c);
+  RequestParams p;
+  p.max_tokens = 4;
+  p.n = 4;
+  EXPECT_THROW(e.add_request("Once upon a time", p), Error);
+  p.n = 3;
+  auto s = e.add_request("Once upon a time", p);
+  e.run_until_idle();
+  EXPECT_EQ(drain(*s.stream).finish.size(), 3u);
+  EXPECT_FALSE(e.priority_scheduling());
+}
+
+// Waits (bounded) until every sample of a stream has finished; the finish reasons seen.
+std::vector<FinishReason> wait_closed(OutputStream& s, std::chrono::milliseconds limit) {
+  std::vector<FinishReason> finishes;
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (!s.done() && std::chrono::steady_clock::now() < end) {
+    if (auto o = s.pop(std::chrono::milliseconds(20))) {
+      if (o->finish != FinishReason::none) finishes.push_back(o->finish);
+    }
+  }
+  return finishes;
+}
+
+TEST(E2EEngine, RequestAddedAfterStopGetsAFinalOutput) {
+  Engine e(*fx().model, fx().tok, small_config(64));
+  e.start();
+  e.stop();
+  RequestParams p;
+  p.n = 2;
+  p.max_tokens = 4;
+  auto s = e.add_request("Once upon a time", p);
+  const auto finishes = wait_closed(*s.stream, std::chrono::milliseconds(2000));
+  EXPECT_TRUE(s.stream->done());
+  EXPECT_EQ(finishes, (std::vector<FinishReason>{FinishReason::abort, FinishReason::abort}));
+  // A restarted engine serves again.
+  e.start();
+  auto t = e.add_request("Once upon a time", p);
+  const auto served = wait_closed(*t.stream, std::chrono::milliseconds(20000));
+  EXPECT_EQ(served, (std::vector<FinishReason>{FinishReason::length, FinishReason::length}));
+  e.stop();
+}
+
+// Threads keep submitting while the engine stops: every stream still closes, each sample
+// with a final output (served, or aborted by the stop).
+TEST(E2EEngine, RequestsRacingStopAllGetAFinalOutput) {
+  for (int round = 0; round < 4; ++round) {
+    Engine e(*fx().model, fx().tok, small_config(128));
+    e.start();
+    std::atomic<bool> go{false};
+    std::vector<std::vector<Submitted>> subs(3);
+    std::vector<std::thread> threads;
+    for (size_t t = 0; t < subs.size(); ++t) {
+      threads.emplace_back([&, t] {
+        while (!go.load()) std::this_thread::yield();
+        RequestParams p;
+        p.max_tokens = 3;
+        p.n = 1 + static_cast<int>(t % 2);
+        for (int i = 0; i < 40; ++i) {
+          subs[t].push_back(e.add_request(std::vector<int32_t>{1, 300 + i, 301}, p));
+          if (i % 8 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+        }
+      });
+    }
+    go.store(true);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1 + round * 2));
+    e.stop();
+    for (auto& th : threads) th.join();
+    for (size_t t = 0; t < subs.size(); ++t) {
+      for (size_t i = 0; i < subs[t].size(); ++i) {
+        const auto finishes = wait_closed(*subs[t][i].stream, std::chrono::milliseconds(2000));
+        ASSERT_TRUE(subs[t][i].stream->done()) << "round " << round << " thread " << t << " #" << i;
+        EXPECT_EQ(finishes.size(), 1 + t % 2);
+      }
+    }
+    expect_all_blocks_back(e);
+  }
 }
 
 }  // namespace

@@ -232,6 +232,48 @@ TEST(BlockManager, PrefixChainOfThreeBlocksReused) {
   EXPECT_EQ(bm.n_cached(), 3u);  // the three full blocks keep their entries
 }
 
+// Two sequences compute the same two-block prefix in one step (neither found it cached: both
+// were admitted together), and the second goes on past it. A third prompt sharing the second's
+// longer prefix must find all of it: the second's later blocks chain under the blocks a lookup
+// reaches, and its duplicates of the shared blocks come back to the pool.
+TEST(BlockManager, SamePrefixComputedTwiceInOneStepStaysReachable) {
+  BlockManager bm(16, 4);
+  const auto pa = iota_tokens(9, 1);  // 2 full blocks + 1
+  auto pb = iota_tokens(8, 1);        // the same 2 blocks, then 1 more full block + 1
+  for (int32_t t : {70, 71, 72, 73, 74}) pb.push_back(t);
+  BlockTable a, b;
+  EXPECT_EQ(bm.allocate_prompt(a, pa), 0u);
+  EXPECT_EQ(bm.allocate_prompt(b, pb), 0u);
+  Copies copies;
+  ASSERT_TRUE(bm.append_slots(a, pa.size(), &copies));
+  ASSERT_TRUE(bm.append_slots(b, pb.size(), &copies));
+  EXPECT_EQ(bm.n_used(), 3u + 4u);
+  // One forward pass computed both; the engine commits them in batch order.
+  bm.commit(a, pa, pa.size());
+  bm.commit(b, pb, pb.size());
+  check(bm, {&a, &b});
+  EXPECT_EQ(b.blocks[0], a.blocks[0]);
+  EXPECT_EQ(b.blocks[1], a.blocks[1]);
+  EXPECT_EQ(bm.ref_count(a.blocks[0]), 2);
+  EXPECT_EQ(bm.ref_count(a.blocks[1]), 2);
+  EXPECT_EQ(bm.stats().merged, 2u);
+  EXPECT_EQ(bm.n_used(), 3u + 2u);  // b's copies of the shared blocks are free again
+
+  auto pc = iota_tokens(8, 1);
+  for (int32_t t : {70, 71, 72, 73, 99, 98}) pc.push_back(t);
+  BlockTable c;
+  EXPECT_EQ(bm.allocate_prompt(c, pc), 12u);
+  EXPECT_EQ(c.blocks, std::vector<int32_t>(b.blocks.begin(), b.blocks.begin() + 3));
+  check(bm, {&a, &b, &c});
+  for (BlockTable* t : {&a, &b, &c}) bm.free(*t);
+  expect_all_released(bm);
+  // The chain outlives its sequences.
+  BlockTable d;
+  EXPECT_EQ(bm.allocate_prompt(d, pc), 12u);
+  check(bm, {&d});
+  bm.free(d);
+}
+
 TEST(BlockManager, PartialBlockPrompts) {
   BlockManager bm(16, 4);
   BlockTable a;
