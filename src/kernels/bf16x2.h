@@ -5,10 +5,12 @@
 // the tile multiplier reads them, so a value means the same to every path.
 #pragma once
 
-#include <bit>
 #include <cstdint>
 
+#include "kernels/target.h"
+
 namespace lift::kernels {
+inline namespace LIFT_TARGET_NS {
 
 // f32 bits rounded to the 16 bits of a bf16; subnormals flushed to signed zero. x finite.
 inline uint16_t bf16_round(uint32_t bits) {
@@ -16,13 +18,14 @@ inline uint16_t bf16_round(uint32_t bits) {
   return static_cast<uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
 }
 
-inline float bf16_value(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+inline float bf16_value(uint16_t h) { return bits_as<float>(static_cast<uint32_t>(h) << 16); }
 
 // The exact difference x - hi (|x - hi| <= half a bf16 step of x, so f32 holds it) is what lo
 // rounds.
 inline void split_bf16x2(float x, uint16_t& hi, uint16_t& lo) {
-  hi = bf16_round(std::bit_cast<uint32_t>(x));
-  lo = bf16_round(std::bit_cast<uint32_t>(x - bf16_value(hi)));
+  hi = bf16_round(bits_as<uint32_t>(x));
+  lo = bf16_round(bits_as<uint32_t>(x - bf16_value(hi)));
 }
 
+}  // namespace LIFT_TARGET_NS
 }  // namespace lift::kernels

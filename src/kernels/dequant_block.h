@@ -11,6 +11,7 @@
 #include "kernels/quant_blocks.h"
 
 namespace lift::kernels {
+inline namespace LIFT_TARGET_NS {
 
 // Blocks are read through memcpy: the source is raw file/buffer bytes with no alignment promise.
 template <class Block>
@@ -69,4 +70,5 @@ inline void dequant_block(const Block& b, float y[32]) {
   }
 }
 
+}  // namespace LIFT_TARGET_NS
 }  // namespace lift::kernels

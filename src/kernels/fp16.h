@@ -3,10 +3,12 @@
 // a SIMD conversion that must agree bit for bit), so they are the ground truth for rounding.
 #pragma once
 
-#include <bit>
 #include <cstdint>
 
+#include "kernels/target.h"
+
 namespace lift::kernels {
+inline namespace LIFT_TARGET_NS {
 
 // IEEE binary16 -> float32. Every half is exactly representable, so this never rounds.
 inline float f16_to_f32(uint16_t h) {
@@ -16,20 +18,20 @@ inline float f16_to_f32(uint16_t h) {
   if (exp == 0) {
     // Subnormal or zero: mant * 2^-24 is exact in float32.
     const float mag = static_cast<float>(mant) * 0x1p-24f;
-    return std::bit_cast<float>(std::bit_cast<uint32_t>(mag) | sign);
+    return bits_as<float>(bits_as<uint32_t>(mag) | sign);
   }
   if (exp == 31) {
     // Inf keeps its sign; NaN is made quiet, as the F16C instruction does.
     const uint32_t quiet = mant != 0 ? 0x400000u : 0u;
-    return std::bit_cast<float>(sign | 0x7F800000u | quiet | (mant << 13));
+    return bits_as<float>(sign | 0x7F800000u | quiet | (mant << 13));
   }
-  return std::bit_cast<float>(sign | ((exp + 112u) << 23) | (mant << 13));
+  return bits_as<float>(sign | ((exp + 112u) << 23) | (mant << 13));
 }
 
 // float32 -> binary16 with round-to-nearest-even, as F16C's vcvtps2ph with imm 0 does:
 // overflow goes to inf, tiny values to subnormals or signed zero, NaN stays a quiet NaN.
 inline uint16_t f32_to_f16(float f) {
-  const uint32_t x = std::bit_cast<uint32_t>(f);
+  const uint32_t x = bits_as<uint32_t>(f);
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t ax = x & 0x7FFFFFFFu;
   uint32_t h;
@@ -58,16 +60,15 @@ inline uint16_t f32_to_f16(float f) {
 }
 
 // bfloat16 is the top half of a float32, so widening is a shift.
-inline float bf16_to_f32(uint16_t b) {
-  return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
-}
+inline float bf16_to_f32(uint16_t b) { return bits_as<float>(static_cast<uint32_t>(b) << 16); }
 
 // float32 -> bfloat16, round-to-nearest-even; NaN is kept quiet (bit 6 of the result set) so that
 // rounding can never turn it into inf.
 inline uint16_t f32_to_bf16(float f) {
-  const uint32_t x = std::bit_cast<uint32_t>(f);
+  const uint32_t x = bits_as<uint32_t>(f);
   if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
   return static_cast<uint16_t>((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
 }
 
+}  // namespace LIFT_TARGET_NS
 }  // namespace lift::kernels

@@ -6,7 +6,10 @@
 
 #include <immintrin.h>
 
+#include "kernels/target.h"
+
 namespace lift::kernels {
+inline namespace LIFT_TARGET_NS {
 
 #if defined(__AVX2__)
 struct LaneAdd {
@@ -41,4 +44,5 @@ inline float fold16(__m512 v) {
 inline float hsum16(__m512 v) { return fold16<LaneAdd>(v); }
 #endif
 
+}  // namespace LIFT_TARGET_NS
 }  // namespace lift::kernels

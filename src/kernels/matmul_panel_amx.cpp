@@ -5,27 +5,26 @@
 // then serve every row tile of the call (up to kRowTiles at a time), so the split costs one pass
 // over the weights per kRowTiles * 16 rows. Accumulators round-trip through memory between
 // weight blocks, which does not change their values.
+//
+// The entry points of panel_amx.h check their arguments in panel.cpp and call the detail
+// functions here. Like every file compiled with -m flags, this one calls no inline function or
+// standard-library template that baseline code may share (kernels/target.h); its scratch memory
+// comes from baseline code too.
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
-#include <memory>
-#include <new>
-#include <stdexcept>
 
-#include "kernels/isa.h"
 #include "kernels/panel_amx.h"
 
-namespace lift::kernels {
+namespace lift::kernels::detail {
 namespace {
 
-constexpr size_t kStep = 32;         // inputs per tile product (16 bf16 pairs)
-constexpr size_t kTileBytes = 1024;  // 16 rows of 64 bytes
-constexpr size_t kGroup = 4;         // panels per group: accumulator tiles 0..3
-constexpr size_t kBlockSteps = 2;    // weight steps split per block: 16 KB, stays in L1
-constexpr size_t kRowTiles = 32;     // row tiles per pass over a weight block
+constexpr size_t kStep = kAmxStep;
+constexpr size_t kTileBytes = kAmxTileBytes;
+constexpr size_t kGroup = 4;       // panels per group: accumulator tiles 0..3
+constexpr size_t kBlockSteps = 2;  // weight steps split per block: 16 KB, stays in L1
+constexpr size_t kRowTiles = 32;   // row tiles per pass over a weight block
 
 // Tiles 0-3: accumulators; 4, 5: activation hi, lo; 6, 7: weight hi, lo.
 struct alignas(64) TileConfig {
@@ -43,19 +42,12 @@ struct Scratch {
   float* acc;
 };
 
-uint8_t* scratch_memory() {
-  void* p = std::aligned_alloc(
-      64, kBlockSteps * kGroup * 2 * kTileBytes + kRowTiles * kGroup * kTileBytes);
-  if (p == nullptr) throw std::bad_alloc();
-  return static_cast<uint8_t*>(p);
-}
+constexpr size_t kSplitBytes = kBlockSteps * kGroup * 2 * kTileBytes;
+constexpr size_t kScratchBytes = kSplitBytes + kRowTiles * kGroup * kTileBytes;
 
-Scratch& scratch() {
-  static thread_local std::unique_ptr<uint8_t, decltype(&std::free)> mem(scratch_memory(),
-                                                                         &std::free);
-  static thread_local Scratch s{
-      mem.get(), reinterpret_cast<float*>(mem.get() + kBlockSteps * kGroup * 2 * kTileBytes)};
-  return s;
+Scratch scratch() {
+  uint8_t* mem = amx_thread_scratch(kScratchBytes);
+  return {mem, reinterpret_cast<float*>(mem + kSplitBytes)};
 }
 
 // ---- activations -------------------------------------------------------------------------------
@@ -117,10 +109,10 @@ struct SplitBF16 {
 // Splits step `step` (inputs 32*step ..) of one panel into its hi (and lo) tiles. The last step
 // of an n_in that is not a multiple of 32 reads its rows through a zero-padded copy.
 template <class S>
-void split_step(const PanelMatrix& w, size_t panel, size_t step, uint8_t* hi, uint8_t* lo) {
-  const uint8_t* src = w.panel(panel) + step * kStep * 2 * kPanelRows;
+void split_step(const PanelView& w, size_t panel, size_t step, uint8_t* hi, uint8_t* lo) {
+  const uint8_t* src = panel_at(w, panel) + step * kStep * 2 * kPanelRows;
   alignas(64) uint8_t padded[kStep * 2 * kPanelRows];
-  const size_t rows = std::min(kStep, w.n_in - step * kStep);
+  const size_t rows = min_of(kStep, w.n_in - step * kStep);
   if (rows < kStep) {
     std::memset(padded, 0, sizeof padded);
     std::memcpy(padded, src, rows * 2 * kPanelRows);
@@ -185,12 +177,12 @@ void run_block(const uint8_t* act, size_t n_steps, size_t t0, size_t t1, size_t 
 #undef LIFT_AMX_LOAD_ACC
 
 template <class S, int G>
-void run_group(const PanelMatrix& w, const uint8_t* act, size_t n_rows, size_t t0, size_t t1,
+void run_group(const PanelView& w, const uint8_t* act, size_t n_rows, size_t t0, size_t t1,
                size_t p, float* y, size_t ldy, size_t o_end) {
-  Scratch& sc = scratch();
+  const Scratch sc = scratch();
   const size_t n_steps = (w.n_in + kStep - 1) / kStep;
   for (size_t s0 = 0; s0 < n_steps; s0 += kBlockSteps) {
-    const size_t s1 = std::min(n_steps, s0 + kBlockSteps);
+    const size_t s1 = min_of(n_steps, s0 + kBlockSteps);
     for (size_t s = s0; s < s1; ++s) {
       for (int c = 0; c < G; ++c) {
         uint8_t* wt = sc.w + ((s - s0) * kGroup + static_cast<size_t>(c)) * 2 * kTileBytes;
@@ -208,7 +200,7 @@ void run_group(const PanelMatrix& w, const uint8_t* act, size_t n_rows, size_t t
       float* dst = y + (t * 16 + i) * ldy;
       for (int c = 0; c < G; ++c) {
         const size_t o = (p + static_cast<size_t>(c)) * kPanelRows;
-        const size_t valid = std::min(kPanelRows, o_end - o);
+        const size_t valid = min_of(kPanelRows, o_end - o);
         const __m512 v =
             _mm512_load_ps(sc.acc + ((t - t0) * kGroup + static_cast<size_t>(c)) * 256 + i * 16);
         _mm512_mask_storeu_ps(dst + o, static_cast<__mmask16>((1u << valid) - 1u), v);
@@ -218,13 +210,13 @@ void run_group(const PanelMatrix& w, const uint8_t* act, size_t n_rows, size_t t
 }
 
 template <class S>
-void run(const PanelMatrix& w, const uint8_t* act, size_t n_rows, float* y, size_t ldy,
+void run(const PanelView& w, const uint8_t* act, size_t n_rows, float* y, size_t ldy,
          size_t p_begin, size_t p_end, size_t o_end) {
   const size_t n_tiles = (n_rows + 15) / 16;
   for (size_t t0 = 0; t0 < n_tiles; t0 += kRowTiles) {
-    const size_t t1 = std::min(n_tiles, t0 + kRowTiles);
+    const size_t t1 = min_of(n_tiles, t0 + kRowTiles);
     for (size_t p = p_begin; p < p_end; p += kGroup) {
-      switch (std::min(kGroup, p_end - p)) {
+      switch (min_of(kGroup, p_end - p)) {
         case 4:
           run_group<S, 4>(w, act, n_rows, t0, t1, p, y, ldy, o_end);
           break;
@@ -243,16 +235,12 @@ void run(const PanelMatrix& w, const uint8_t* act, size_t n_rows, float* y, size
 
 }  // namespace
 
-size_t amx_act_bytes(size_t n_in, size_t n_rows) {
-  return (n_rows + 15) / 16 * ((n_in + kStep - 1) / kStep) * 2 * kTileBytes;
-}
-
-void amx_pack_activations(const float* x, size_t n_in, size_t n_rows, size_t group, void* dst) {
+void amx_pack_group(const float* x, size_t n_in, size_t n_rows, size_t group, void* dst) {
   const size_t n_steps = (n_in + kStep - 1) / kStep;
   auto* out = static_cast<uint8_t*>(dst) + group * n_steps * 2 * kTileBytes;
   for (size_t s = 0; s < n_steps; ++s) {
     uint8_t* hi = out + s * 2 * kTileBytes;
-    const size_t k0 = s * kStep, nk = std::min(kStep, n_in - k0);
+    const size_t k0 = s * kStep, nk = min_of(kStep, n_in - k0);
     const __mmask16 m0 = static_cast<__mmask16>(nk >= 16 ? 0xFFFF : (1u << nk) - 1u);
     const __mmask16 m1 = static_cast<__mmask16>(nk >= 32   ? 0xFFFF
                                                 : nk <= 16 ? 0
@@ -274,13 +262,8 @@ void amx_pack_activations(const float* x, size_t n_in, size_t n_rows, size_t gro
   }
 }
 
-void matmul_panels_amx(const PanelMatrix& w, const void* act, size_t n_rows, float* y, size_t ldy,
-                       size_t o_begin, size_t o_end) {
-  if ((w.type != GgmlType::F16 && w.type != GgmlType::BF16) || o_begin % kPanelRows != 0 ||
-      o_end > w.n_out || active_isa() != Isa::amx) {
-    throw std::invalid_argument("matmul_panels_amx: needs an F16/BF16 panel, whole panels, amx");
-  }
-  if (n_rows == 0 || o_begin >= o_end) return;
+void matmul_panels_amx_tiles(const PanelView& w, const void* act, size_t n_rows, float* y,
+                             size_t ldy, size_t o_begin, size_t o_end) {
   static const TileConfig config;
   _tile_loadconfig(&config);
   const auto* a = static_cast<const uint8_t*>(act);
@@ -293,4 +276,4 @@ void matmul_panels_amx(const PanelMatrix& w, const void* act, size_t n_rows, flo
   _tile_release();
 }
 
-}  // namespace lift::kernels
+}  // namespace lift::kernels::detail

@@ -3,7 +3,6 @@
 // output is one accumulator lane and the tile shape only decides what is computed together.
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -15,7 +14,7 @@ namespace lift::kernels::detail {
 namespace {
 
 struct Args {
-  const PanelMatrix& w;
+  const PanelView& w;
   const uint8_t* act;
   size_t act_stride;
   const ActBlockInfo* info;
@@ -34,7 +33,7 @@ inline __m512i bcast32(const uint8_t* p) {
 // Stores the valid lanes of panel p's accumulator for activation row r.
 inline void store_lanes(const Args& a, size_t p, size_t r, __m512 v) {
   const size_t o = p * kPanelRows;
-  const size_t valid = std::min(kPanelRows, a.o_end - o);
+  const size_t valid = min_of(kPanelRows, a.o_end - o);
   float* dst = a.y + r * a.ldy + o;
   if (valid == kPanelRows) {
     _mm512_storeu_ps(dst, v);
@@ -74,7 +73,7 @@ void q_tile(const Args& a, size_t p0, size_t r0) {
   const uint8_t* pw[C];
   const uint8_t* ps[C];
   for (int c = 0; c < C; ++c) {
-    pw[c] = a.w.panel(p0 + c);
+    pw[c] = panel_at(a.w, p0 + c);
     ps[c] = pw[c] + a.nb * W::kCodeBytes;
   }
   const uint8_t* xr[R];
@@ -157,7 +156,7 @@ struct PBF16 {
 template <class W, int C, int R>
 void f_tile(const Args& a, size_t p0, size_t r0) {
   const uint8_t* pw[C];
-  for (int c = 0; c < C; ++c) pw[c] = a.w.panel(p0 + c);
+  for (int c = 0; c < C; ++c) pw[c] = panel_at(a.w, p0 + c);
   // Row r's input i at xb[r / 3] + (r % 3) * stride, the bases advancing with i: four bases and
   // one stride instead of R pointers, which left too few registers (the rest were reloaded from
   // vector registers by uops on an FMA port).
@@ -247,7 +246,7 @@ template <template <class, int, int> class Tile, class W, int kDecodeC, int kWid
 void tile_loop(const Args& a, size_t p_begin, size_t p_end, size_t n_rows) {
   constexpr size_t kRowBlock = kRowBlockTiles * kWideR;
   for (size_t rb = 0; rb < n_rows; rb += kRowBlock) {
-    const size_t re = std::min(n_rows, rb + kRowBlock);
+    const size_t re = min_of(n_rows, rb + kRowBlock);
     size_t p = p_begin;
     if (re - rb < static_cast<size_t>(kWideR)) {
       for (; p + kDecodeC <= p_end; p += kDecodeC) rows<Tile, W, kDecodeC, 4>(a, p, rb, re);
@@ -275,7 +274,7 @@ void act_block_info_avx512(const uint8_t* row, size_t nb, ActBlockInfo* info) {
   }
 }
 
-void matmul_panels_avx512(const PanelMatrix& w, const void* act, size_t act_stride,
+void matmul_panels_avx512(const PanelView& w, const void* act, size_t act_stride,
                           const ActBlockInfo* info, size_t n_rows, float* y, size_t ldy,
                           size_t o_begin, size_t o_end) {
   const Args a{w,    static_cast<const uint8_t*>(act), act_stride, info, w.n_in / kQBlock, y, ldy,

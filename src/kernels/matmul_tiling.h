@@ -4,12 +4,13 @@
 // to batch composition and to the caller's column split.
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 
 #include "kernels/matmul_impl.h"
+#include "kernels/target.h"
 
 namespace lift::kernels::detail {
+inline namespace LIFT_TARGET_NS {
 
 // Kernel::template run<C, R>(args, o, r) computes outputs o..o+C-1 for rows r..r+R-1.
 template <class Kernel, int C, int R>
@@ -24,11 +25,12 @@ void run_rows(const MatmulArgs& a, size_t o, size_t r_begin, size_t r_end) {
 template <class Kernel, int C, int R>
 void tile_loop(const MatmulArgs& a) {
   for (size_t rb = 0; rb < a.n_rows; rb += kRowBlock) {
-    const size_t re = std::min(a.n_rows, rb + kRowBlock);
+    const size_t re = min_of(a.n_rows, rb + kRowBlock);
     size_t o = a.o_begin;
     for (; o + C <= a.o_end; o += C) run_rows<Kernel, C, R>(a, o, rb, re);
     for (; o < a.o_end; ++o) run_rows<Kernel, 1, R>(a, o, rb, re);
   }
 }
 
+}  // namespace LIFT_TARGET_NS
 }  // namespace lift::kernels::detail

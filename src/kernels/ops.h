@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "kernels/backend.h"
+#include "kernels/target.h"
 
 namespace lift::kernels {
 
@@ -19,6 +20,7 @@ void swiglu(const float* gate, const float* up, size_t n, float* out);
 
 // Queries attended together by attend_tile, and the scratch floats it needs.
 inline constexpr size_t kAttentionTile = 16;
+inline namespace LIFT_TARGET_NS {
 // A query's scores and weights of one block take whole 16-lane vectors.
 inline size_t attention_score_row(size_t block_size) { return (block_size + 15) / 16 * 16; }
 // Score chains attend_tile runs at once; a lone query batches this many blocks.
@@ -30,6 +32,7 @@ inline size_t attention_scratch_floats(size_t block_size, size_t head_dim) {
   return 16 + 2 * t * head_dim + 2 * t + 2 * t * row +
          (1 + kAttentionScoreBatch) * block_size * head_dim;
 }
+}  // namespace LIFT_TARGET_NS
 
 // Attention of n_q <= kAttentionTile queries of one head, all of one sequence (query i sees
 // n_ctx[i] cached positions), streaming K/V block by block with an online softmax and never

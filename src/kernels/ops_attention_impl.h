@@ -3,11 +3,11 @@
 // fixed combining trees, no contraction) so every instruction set rounds the same way.
 // That includes exp: a polynomial in separate IEEE multiplies and adds, not the C library's,
 // whose vector and scalar versions could not be made to agree.
-// (No include guard: meant to be included once per namespace.)
+// (No include guard: meant to be included once per namespace.) As everything compiled with -m
+// flags, it calls no shared inline function and no out-of-line standard-library template
+// (kernels/target.h): min_of/max_of/bits_as, its own loops and index helpers instead.
 #include <immintrin.h>
 
-#include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <utility>
@@ -16,6 +16,7 @@
 #include "kernels/fp16.h"
 #include "kernels/lane_tree.h"
 #include "kernels/ops.h"
+#include "kernels/target.h"
 
 namespace lift::kernels::LIFT_ATTENTION_NS {
 
@@ -59,8 +60,7 @@ inline float exp_lane(float x) {
   q = q * r + kExpC2;
   const float p = 1.0f + (r + (r * r) * q);
   // The low bits of t hold n + 2^22; shifted by 23 only n's bits remain, at the exponent.
-  const float y =
-      std::bit_cast<float>(std::bit_cast<uint32_t>(p) + (std::bit_cast<uint32_t>(t) << 23));
+  const float y = bits_as<float>(bits_as<uint32_t>(p) + (bits_as<uint32_t>(t) << 23));
   if (x < kExpLo) return 0.0f;
   if (x > kExpHi) return INFINITY;
   return y;
@@ -176,7 +176,7 @@ inline void score_batch(const ScoreJob* jobs, size_t stride, size_t n, float sca
   for (size_t a = 0; a < G; ++a) {
     acc[a] = _mm512_setzero_ps();
     m[a] = mask16(jobs[a].len);
-    longest = std::max(longest, jobs[a].len);
+    longest = max_of(longest, jobs[a].len);
   }
   const __mmask16 shared_mask = mask16(longest);
   for (size_t d = 0; d < n; ++d) {
@@ -217,7 +217,7 @@ inline void score_batch4(const ScoreJob* jobs, size_t stride, size_t n, float sc
   for (size_t a = 0; a < G; ++a) {
     acc[a][0] = acc[a][1] = _mm256_setzero_ps();
     mask8x2(jobs[a].len, lo[a], hi[a]);
-    longest = std::max(longest, jobs[a].len);
+    longest = max_of(longest, jobs[a].len);
   }
   __m256i shared_lo, shared_hi;
   mask8x2(longest, shared_lo, shared_hi);
@@ -306,7 +306,7 @@ template <size_t Q>
 inline void accumulate_rows(const float* const* p, const size_t* len, const float* c,
                             float* const* o, const float* v, size_t stride, size_t n) {
   size_t all = len[0];
-  for (size_t t = 1; t < Q; ++t) all = std::min(all, len[t]);
+  for (size_t t = 1; t < Q; ++t) all = min_of(all, len[t]);
   for (size_t d = 0; d < n; d += 64) {
     __mmask16 m[4];
     for (size_t u = 0; u < 4; ++u) {
@@ -352,7 +352,7 @@ template <size_t Q>
 inline void accumulate_rows(const float* const* p, const size_t* len, const float* c,
                             float* const* o, const float* v, size_t stride, size_t n) {
   size_t all = len[0];
-  for (size_t t = 1; t < Q; ++t) all = std::min(all, len[t]);
+  for (size_t t = 1; t < Q; ++t) all = min_of(all, len[t]);
   for (size_t d = 0; d < n; d += 16) {
     __m256i m[2];
     mask8x2(n - d, m[0], m[1]);
@@ -436,11 +436,11 @@ inline float weights16(const float* s, size_t len, float m, float* p) {
   const __m256 lo = exp8(_mm256_load_ps(x)), hi = exp8(_mm256_load_ps(x + 8));
   _mm256_store_ps(x, lo);
   _mm256_store_ps(x + 8, hi);
-  std::copy(x, x + len, p);
+  for (size_t j = 0; j < len; ++j) p[j] = x[j];
   return sum16(lo, hi);
 #else
   for (size_t j = 0; j < 16; ++j) x[j] = exp_lane(x[j]);
-  std::copy(x, x + len, p);
+  for (size_t j = 0; j < len; ++j) p[j] = x[j];
   return sum16(x);
 #endif
 #endif
@@ -457,6 +457,13 @@ inline void copy_floats(const float* from, size_t n, float* to) {
 #endif
   for (; i < n; ++i) to[i] = from[i];
 }
+
+// KvLayerView::k_index and v_index (not called here: per-target code calls no inline member of
+// a shared type).
+inline size_t k_at(const KvLayerView& kv, size_t s, size_t e) {
+  return (s / kv.block_size * kv.kv_dim + e) * kv.block_size + s % kv.block_size;
+}
+inline size_t v_at(const KvLayerView& kv, size_t s, size_t e) { return s * kv.kv_dim + e; }
 
 // n consecutive K or V values starting at element `at` as floats: a view for F32, a conversion
 // into buf for F16 (the hardware conversion is exact, as the scalar one).
@@ -483,7 +490,7 @@ inline const float* load_floats(const KvLayerView& kv, const void* base, size_t 
 // The `n` V values of one head at `slot` as floats.
 inline const float* load_row(const KvLayerView& kv, size_t slot, size_t kv_offset, size_t n,
                              float* buf) {
-  return load_floats(kv, kv.v, kv.v_index(slot, kv_offset), n, buf);
+  return load_floats(kv, kv.v, v_at(kv, slot, kv_offset), n, buf);
 }
 
 // The `n` K values of one head at `slot` as floats, gathered from the transposed block (for
@@ -491,7 +498,7 @@ inline const float* load_row(const KvLayerView& kv, size_t slot, size_t kv_offse
 inline const float* load_k_row(const KvLayerView& kv, size_t slot, size_t kv_offset, size_t n,
                                float* buf) {
   for (size_t d = 0; d < n; ++d) {
-    const size_t at = kv.k_index(slot, kv_offset + d);
+    const size_t at = k_at(kv, slot, kv_offset + d);
     buf[d] = kv.type == GgmlType::F32 ? static_cast<const float*>(kv.k)[at]
                                       : f16_to_f32(static_cast<const uint16_t*>(kv.k)[at]);
   }
@@ -504,7 +511,7 @@ inline const float* load_k_row(const KvLayerView& kv, size_t slot, size_t kv_off
 inline const float* k_block(const KvLayerView& kv, size_t block, size_t kv_offset, size_t head_dim,
                             float* buf) {
   const size_t bs = kv.block_size;
-  return load_floats(kv, kv.k, kv.k_index(block * bs, kv_offset), head_dim * bs, buf);
+  return load_floats(kv, kv.k, k_at(kv, block * bs, kv_offset), head_dim * bs, buf);
 }
 
 // One head's V rows of a block as floats, `stride` apart: converted into buf for F16. For
@@ -515,7 +522,7 @@ inline const float* v_rows(const KvLayerView& kv, size_t slot0, size_t len, size
                            size_t head_dim, float* buf, size_t& stride, bool tile) {
   if (kv.type == GgmlType::F32 && (!tile || kv.kv_dim == head_dim)) {
     stride = kv.kv_dim;
-    return static_cast<const float*>(kv.v) + kv.v_index(slot0, kv_offset);
+    return static_cast<const float*>(kv.v) + v_at(kv, slot0, kv_offset);
   }
   for (size_t j = 0; j < len; ++j) {
     float* to = buf + j * head_dim;
@@ -600,10 +607,10 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
     copy_floats(q[i], head_dim, qbuf + i * head_dim);
     qi[i] = qbuf + i * head_dim;
     oi[i] = obuf + i * head_dim;
-    std::fill(oi[i], oi[i] + head_dim, 0.0f);
+    for (size_t d = 0; d < head_dim; ++d) oi[i][d] = 0.0f;
     m[i] = -INFINITY;
     l[i] = 0.0f;
-    max_ctx = std::max(max_ctx, static_cast<size_t>(n_ctx[i]));
+    max_ctx = max_of(max_ctx, static_cast<size_t>(n_ctx[i]));
   }
   ScoreJob jobs[kAttentionTile];
   size_t n_jobs = 0;
@@ -622,10 +629,10 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
     for (; n_blocks < group && start < max_ctx; ++n_blocks, start += bs, ++b) {
       const size_t g = n_blocks;
       slot0[g] = static_cast<size_t>(block_table[b]) * bs;
-      block_len[g] = std::min(bs, max_ctx - start);
+      block_len[g] = min_of(bs, max_ctx - start);
       for (size_t i = 0; i < n_q; ++i) {
         const size_t n = static_cast<size_t>(n_ctx[i]);
-        lens[g][i] = start < n ? std::min(bs, n - start) : 0;
+        lens[g][i] = start < n ? min_of(bs, n - start) : 0;
       }
       // Scores 16 keys at a time.
       const float* kt = k_block(kv, static_cast<size_t>(block_table[b]), kv_offset, head_dim,
@@ -633,7 +640,7 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
       for (size_t j0 = 0; j0 < block_len[g]; j0 += 16) {
         for (size_t i = 0; i < n_q; ++i) {
           if (lens[g][i] <= j0) continue;
-          jobs[n_jobs++] = {qi[i], kt + j0, std::min<size_t>(16, lens[g][i] - j0),
+          jobs[n_jobs++] = {qi[i], kt + j0, min_of<size_t>(16, lens[g][i] - j0),
                             score + (g * n_q + i) * srow + j0};
           if (!share_k && n_jobs == kScoreBatch) flush(false);
         }
@@ -650,10 +657,10 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
       for (size_t i = 0; i < n_q; ++i) {
         m_new[i] = m[i];
         if (len[i] == 0) continue;
-        float block_max = block_max16(sc + i * srow, std::min<size_t>(16, len[i]));
+        float block_max = block_max16(sc + i * srow, min_of<size_t>(16, len[i]));
         for (size_t j = 16; j < len[i]; j += 16) {
           block_max =
-              max_lane(block_max, block_max16(sc + i * srow + j, std::min<size_t>(16, len[i] - j)));
+              max_lane(block_max, block_max16(sc + i * srow + j, min_of<size_t>(16, len[i] - j)));
         }
         m_new[i] = max_lane(m[i], block_max);
         delta[i] = m[i] - m_new[i];
@@ -666,7 +673,7 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
         if (len[i] == 0) continue;
         float sum = l[i] * correction[i];
         for (size_t j = 0; j < len[i]; j += 16) {
-          sum += weights16(sc + i * srow + j, std::min<size_t>(16, len[i] - j), m_new[i],
+          sum += weights16(sc + i * srow + j, min_of<size_t>(16, len[i] - j), m_new[i],
                            pbuf + i * srow + j);
         }
         l[i] = sum;

@@ -1,12 +1,17 @@
-// Packing into row panels, activation block info and dispatch of the panel products.
+// Packing into row panels, activation block info and dispatch of the panel products (the
+// FMA and AMX ones): the checks in baseline code, the work in the per-Isa files.
 #include "kernels/panel.h"
 
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <new>
 #include <stdexcept>
 #include <string>
 
 #include "kernels/fp16.h"
 #include "kernels/isa.h"
+#include "kernels/panel_amx.h"
 #include "kernels/quant_blocks.h"
 #include "util/large_alloc.h"
 
@@ -179,7 +184,47 @@ void matmul_panels(const PanelMatrix& w, const void* act, size_t act_stride,
     throw std::invalid_argument("matmul_panels: no panel kernel for the active instruction set");
   }
   if (n_rows == 0 || o_begin == o_end) return;
-  detail::matmul_panels_avx512(w, act, act_stride, info, n_rows, y, ldy, o_begin, o_end);
+  detail::matmul_panels_avx512(detail::panel_view(w), act, act_stride, info, n_rows, y, ldy,
+                               o_begin, o_end);
 }
+
+size_t amx_act_bytes(size_t n_in, size_t n_rows) {
+  using detail::kAmxStep, detail::kAmxTileBytes;
+  return (n_rows + 15) / 16 * ((n_in + kAmxStep - 1) / kAmxStep) * 2 * kAmxTileBytes;
+}
+
+void amx_pack_activations(const float* x, size_t n_in, size_t n_rows, size_t group, void* dst) {
+  if (best_isa() < Isa::avx512) {
+    throw std::invalid_argument("amx_pack_activations: needs a CPU with AVX-512");
+  }
+  detail::amx_pack_group(x, n_in, n_rows, group, dst);
+}
+
+void matmul_panels_amx(const PanelMatrix& w, const void* act, size_t n_rows, float* y, size_t ldy,
+                       size_t o_begin, size_t o_end) {
+  if ((w.type != GgmlType::F16 && w.type != GgmlType::BF16) || o_begin % kPanelRows != 0 ||
+      o_end > w.n_out || active_isa() != Isa::amx) {
+    throw std::invalid_argument("matmul_panels_amx: needs an F16/BF16 panel, whole panels, amx");
+  }
+  if (n_rows == 0 || o_begin >= o_end) return;
+  detail::matmul_panels_amx_tiles(detail::panel_view(w), act, n_rows, y, ldy, o_begin, o_end);
+}
+
+namespace detail {
+
+PanelView panel_view(const PanelMatrix& w) {
+  return {w.type, w.n_in, w.n_out, w.panel_bytes, w.data.get()};
+}
+
+uint8_t* amx_thread_scratch(size_t bytes) {
+  static thread_local std::unique_ptr<uint8_t, decltype(&std::free)> mem(nullptr, &std::free);
+  if (mem == nullptr) {
+    mem.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+    if (mem == nullptr) throw std::bad_alloc();
+  }
+  return mem.get();
+}
+
+}  // namespace detail
 
 }  // namespace lift::kernels

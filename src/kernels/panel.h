@@ -19,6 +19,7 @@
 
 #include "gguf/ggml_type.h"
 #include "kernels/act_quant.h"
+#include "kernels/target.h"
 
 namespace lift::kernels {
 
@@ -42,6 +43,7 @@ struct PanelMatrix {
   const uint8_t* panel(size_t p) const { return data.get() + p * panel_bytes; }
 };
 
+inline namespace LIFT_TARGET_NS {
 // Q8_0 and Q4_0: the types whose panels take q8_0 activations.
 inline bool is_quantized(GgmlType t) { return t == GgmlType::Q8_0 || t == GgmlType::Q4_0; }
 
@@ -49,6 +51,7 @@ inline bool is_quantized(GgmlType t) { return t == GgmlType::Q8_0 || t == GgmlTy
 // the 16 f16 scales.
 inline constexpr size_t kPanelScaleBytes = 2 * kPanelRows;
 constexpr size_t panel_code_bytes(GgmlType t) { return t == GgmlType::Q8_0 ? 512 : 256; }
+}  // namespace LIFT_TARGET_NS
 
 // Whether the active Isa has panel kernels for this weight type (AVX-512 VNNI: Q8_0, Q4_0, F16,
 // BF16). When false, products use the stored rows through matmul().
@@ -81,8 +84,22 @@ void matmul_panels(const PanelMatrix& w, const void* act, size_t act_stride,
 void unpack_panel_row(const PanelMatrix& w, size_t o, void* dst);
 
 namespace detail {
+// A PanelMatrix as the per-Isa kernels read it: plain fields, no member functions, so that code
+// compiled with -m flags calls no inline function it shares with baseline code (kernels/target.h).
+struct PanelView {
+  GgmlType type;
+  size_t n_in;
+  size_t n_out;
+  size_t panel_bytes;
+  const uint8_t* data;
+};
+PanelView panel_view(const PanelMatrix& w);
+inline namespace LIFT_TARGET_NS {
+inline const uint8_t* panel_at(const PanelView& w, size_t p) { return w.data + p * w.panel_bytes; }
+}  // namespace LIFT_TARGET_NS
+
 void act_block_info_avx512(const uint8_t* row, size_t nb, ActBlockInfo* info);
-void matmul_panels_avx512(const PanelMatrix& w, const void* act, size_t act_stride,
+void matmul_panels_avx512(const PanelView& w, const void* act, size_t act_stride,
                           const ActBlockInfo* info, size_t n_rows, float* y, size_t ldy,
                           size_t o_begin, size_t o_end);
 }  // namespace detail

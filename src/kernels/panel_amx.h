@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "kernels/panel.h"
 
@@ -30,7 +31,8 @@ size_t amx_act_bytes(size_t n_in, size_t n_rows);
 
 // Packs rows [16 * group, 16 * group + 16) of the n_rows rows of x (row r at x + r * n_in) into
 // their place in dst (amx_act_bytes(n_in, n_rows) bytes, 64-byte aligned). Each value is split
-// as split_bf16x2 does. Groups are independent, so a pool can pack them in parallel.
+// as split_bf16x2 does. Groups are independent, so a pool can pack them in parallel. Needs
+// AVX-512 (best_isa() >= Isa::avx512), else throws std::invalid_argument.
 void amx_pack_activations(const float* x, size_t n_in, size_t n_rows, size_t group, void* dst);
 
 // y[r * ldy + o] = dot(row o, activation row r) for r < n_rows and o in [o_begin, o_end),
@@ -38,5 +40,18 @@ void amx_pack_activations(const float* x, size_t n_in, size_t n_rows, size_t gro
 // Requires active_isa() == Isa::amx. Allocates only the first time a thread calls it.
 void matmul_panels_amx(const PanelMatrix& w, const void* act, size_t n_rows, float* y, size_t ldy,
                        size_t o_begin, size_t o_end);
+
+// The functions above check their arguments in baseline code (panel.cpp) and then run these,
+// compiled for AMX (matmul_panel_amx.cpp).
+namespace detail {
+inline constexpr size_t kAmxStep = 32;         // inputs per tile product (16 bf16 pairs)
+inline constexpr size_t kAmxTileBytes = 1024;  // 16 rows of 64 bytes
+void amx_pack_group(const float* x, size_t n_in, size_t n_rows, size_t group, void* dst);
+void matmul_panels_amx_tiles(const PanelView& w, const void* act, size_t n_rows, float* y,
+                             size_t ldy, size_t o_begin, size_t o_end);
+// The calling thread's scratch of `bytes` (the same on every call), 64-byte aligned, allocated
+// on its first call (throws std::bad_alloc if that fails).
+uint8_t* amx_thread_scratch(size_t bytes);
+}  // namespace detail
 
 }  // namespace lift::kernels

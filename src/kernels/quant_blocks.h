@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/target.h"
+
 namespace lift::kernels {
 
 inline constexpr size_t kQBlock = 32;  // elements per block of every format here
@@ -56,10 +58,12 @@ static_assert(sizeof(BlockQ5_0) == 22);
 static_assert(sizeof(BlockQ5_1) == 24);
 static_assert(sizeof(BlockQ8_1) == 36);
 
+inline namespace LIFT_TARGET_NS {
 inline uint32_t load_qh(const uint8_t qh[4]) {
   uint32_t v;
   std::memcpy(&v, qh, 4);
   return v;
 }
+}  // namespace LIFT_TARGET_NS
 
 }  // namespace lift::kernels
