@@ -216,6 +216,14 @@ describe('API keys: flag, file and LIFT_API_KEY', () => {
     assert.match(r.text, /Connection: close/i);
   });
 
+  it('a client that sends a whole 4 MB body without a key reads its 401 (no reset)', T, async () => {
+    for (let i = 0; i < 5; ++i) {
+      const { head, body } = rawPost('/v1/completions', { ...ok, prompt: 'x'.repeat(4 << 20) });
+      const r = await rawHttp(srv, [head + body], { timeoutMs: 5000 });
+      assert.deepEqual(statuses(r.text), [401], `try ${i}: ${r.error || ''} ${r.text.slice(0, 200)}`);
+    }
+  });
+
   it('with a key, the Host check is off (the key protects the server)', T, async () => {
     const r = await rawHttp(srv, [raw('GET', '/v1/models', { headers: { Host: 'my-box.lan', Authorization: 'Bearer sk-env-b', Connection: 'close' } })]);
     assert.deepEqual(statuses(r.text), [200], r.text.slice(0, 200));

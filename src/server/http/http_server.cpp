@@ -30,8 +30,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr Millis kTick{100};
-constexpr Millis kRejectLinger{1000};  // how long a refused connection may drain its request
-constexpr Millis kEvictAfter{1000};    // idle time after which a connection may be evicted
+constexpr Millis kLinger{1000};      // how long a closing connection may drain its request
+constexpr Millis kEvictAfter{1000};  // idle time after which a connection may be evicted
 constexpr size_t kReadChunk = 64 * 1024;
 
 std::string peer_name(const sockaddr_storage& a) {
@@ -87,7 +87,10 @@ struct Route {
   bool run_inline = false;
 };
 
-enum class ConnState { idle, head, body, handling, responding, rejecting };
+// closing: the server is done with the connection (a refusal, or a response that ends it) and
+// has shut down its side; it reads and discards until the client closes or kLinger passes,
+// so that closing with unread request bytes does not reset the answer away.
+enum class ConnState { idle, head, body, handling, responding, closing };
 
 }  // namespace
 
@@ -105,7 +108,7 @@ struct Conn final : Writer {
   Request req;
   HeadResult head;
   std::optional<ChunkedDecoder> chunked;
-  Clock::time_point deadline;  // for the phase: idle, reading, rejecting
+  Clock::time_point deadline;  // for the phase: idle, reading, closing
   Clock::time_point idle_since;
   Clock::time_point request_start;
 
@@ -150,7 +153,7 @@ struct Server::Impl {
   uint64_t next_id = 1;
   uint64_t next_request = 1;
   const std::string id_prefix = make_id_prefix();
-  size_t n_rejecting = 0;
+  size_t n_closing = 0;
 
   std::atomic<bool> stopping{false};
   std::atomic<int64_t> grace_ms{2000};
@@ -257,7 +260,7 @@ struct Server::Impl {
   void update_events(Conn& c) {
     uint32_t ev = EPOLLRDHUP;
     const bool reading = c.state == ConnState::idle || c.state == ConnState::head ||
-                         c.state == ConnState::body || c.state == ConnState::rejecting;
+                         c.state == ConnState::body || c.state == ConnState::closing;
     if (reading && !c.peer_closed) ev |= EPOLLIN;
     if (c.pending() > 0) ev |= EPOLLOUT;
     set_events(c, ev);
@@ -276,12 +279,12 @@ struct Server::Impl {
       const double secs = std::chrono::duration<double>(Clock::now() - c.request_start).count();
       hooks.on_done(c.req, client_left ? 499 : (c.status ? c.status : 500), c.use, secs);
     }
-    if (c.state == ConnState::rejecting) --n_rejecting;
+    if (c.state == ConnState::closing) --n_closing;
     epoll_ctl(epoll_fd, EPOLL_CTL_DEL, c.fd, nullptr);
     ::close(c.fd);
     by_fd.erase(c.fd);
     conns.erase(it);
-    self->n_connections_.store(conns.size() - n_rejecting);
+    self->n_connections_.store(conns.size() - n_closing);
   }
 
   // Writes what it can; false if the connection was closed.
@@ -307,13 +310,18 @@ struct Server::Impl {
       c.out_off = 0;
     }
     if (c.pending() == 0 && c.close_after) {
-      if (c.state == ConnState::rejecting) {
-        // Stop sending, but keep reading a little so the close does not reset the 503 away.
-        ::shutdown(c.fd, SHUT_WR);
-        c.close_after = false;
-      } else {
+      c.close_after = false;
+      if (c.peer_closed) {
         close_conn(c.id, false);
         return false;
+      }
+      // Stop sending, but keep reading a little so the close does not reset the answer away.
+      ::shutdown(c.fd, SHUT_WR);
+      if (c.state != ConnState::closing) {
+        c.state = ConnState::closing;
+        ++n_closing;
+        c.deadline = Clock::now() + kLinger;
+        self->n_connections_.store(conns.size() - n_closing);
       }
     }
     update_events(c);
@@ -429,8 +437,8 @@ struct Server::Impl {
   // Handles bytes in c.in according to the state; may respond, dispatch or close.
   void on_readable_data(Conn& c) {
     const uint64_t id = c.id;
-    if (c.state == ConnState::rejecting) {
-      c.in.clear();
+    if (c.state == ConnState::closing || c.close_after) {
+      c.in.clear();  // nothing more is read from a connection that is ending
       return;
     }
     if (c.state == ConnState::idle && !c.in.empty()) {
@@ -526,7 +534,7 @@ struct Server::Impl {
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
         if (n < 0 && errno == EINTR) continue;
         // EOF or reset.
-        if (c.state == ConnState::rejecting) {
+        if (c.state == ConnState::closing) {
           close_conn(id, false);
           return;
         }
@@ -571,10 +579,10 @@ struct Server::Impl {
       const int one = 1;
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
       bool reject = stopping.load();
-      if (!reject && conns.size() - n_rejecting >= limits.max_connections) {
+      if (!reject && conns.size() - n_closing >= limits.max_connections) {
         reject = !evict_idle();
       }
-      if (reject && n_rejecting >= limits.max_connections) {
+      if (reject && n_closing >= limits.max_connections) {
         ::close(fd);  // even the refusals are at their limit
         continue;
       }
@@ -598,9 +606,9 @@ struct Server::Impl {
       by_fd[fd] = c->id;
       conns.emplace(c->id, std::move(c));
       if (reject) {
-        ref.state = ConnState::rejecting;
-        ++n_rejecting;
-        ref.deadline = Clock::now() + kRejectLinger;
+        ref.state = ConnState::closing;
+        ++n_closing;
+        ref.deadline = Clock::now() + kLinger;
         ref.req.method = "-";
         Response r = error_response(503, stopping.load()
                                              ? "the server is shutting down"
@@ -611,7 +619,7 @@ struct Server::Impl {
         ref.close_after = true;
         flush(ref);
       }
-      self->n_connections_.store(conns.size() - n_rejecting);
+      self->n_connections_.store(conns.size() - n_closing);
     }
   }
 
@@ -637,7 +645,7 @@ struct Server::Impl {
     for (auto& [id, c] : conns) {
       if (c->pending() > 0 && now - c->last_progress > limits.write_timeout) {
         stalled.push_back(id);
-      } else if ((c->state == ConnState::idle || c->state == ConnState::rejecting) &&
+      } else if ((c->state == ConnState::idle || c->state == ConnState::closing) &&
                  now > c->deadline) {
         expired.push_back(id);
       } else if ((c->state == ConnState::head || c->state == ConnState::body) &&
