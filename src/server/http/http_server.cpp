@@ -154,6 +154,7 @@ struct Server::Impl {
   uint64_t next_request = 1;
   const std::string id_prefix = make_id_prefix();
   size_t n_closing = 0;
+  std::vector<char> read_buf = std::vector<char>(kReadChunk);
 
   std::atomic<bool> stopping{false};
   std::atomic<int64_t> grace_ms{2000};
@@ -368,6 +369,8 @@ struct Server::Impl {
     c.status = 0;
     c.use = {};
     c.close_after = close;
+    if (c.in.empty()) std::string().swap(c.in);  // an idle connection holds no buffers
+    c.req.body = std::string();
     c.state = ConnState::idle;
     c.idle_since = Clock::now();
     c.deadline = c.idle_since + limits.idle_timeout;
@@ -388,7 +391,11 @@ struct Server::Impl {
     }
     {
       std::lock_guard<std::mutex> lock(jobs_mu);
-      jobs.push_back({c.id, c.req, &route.handler});
+      // The handler gets the body; the connection keeps the head for its response and log.
+      std::string body = std::move(c.req.body);
+      Request job = c.req;
+      job.body = std::move(body);
+      jobs.push_back({c.id, std::move(job), &route.handler});
     }
     jobs_cv.notify_one();
     update_events(c);
@@ -526,11 +533,9 @@ struct Server::Impl {
         cap = std::min(cap, lim - c.in.size());
       }
       if (c.state == ConnState::handling || c.state == ConnState::responding) break;
-      const size_t old = c.in.size();
-      c.in.resize(old + cap);
-      const ssize_t n = ::recv(c.fd, c.in.data() + old, cap, MSG_DONTWAIT);
+      // Into the loop's buffer first: a connection keeps only the bytes it was sent.
+      const ssize_t n = ::recv(c.fd, read_buf.data(), cap, MSG_DONTWAIT);
       if (n <= 0) {
-        c.in.resize(old);
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
         if (n < 0 && errno == EINTR) continue;
         // EOF or reset.
@@ -541,7 +546,7 @@ struct Server::Impl {
         c.peer_closed = true;
         break;
       }
-      c.in.resize(old + static_cast<size_t>(n));
+      c.in.append(read_buf.data(), static_cast<size_t>(n));
       on_readable_data(c);
       if (!conns.count(id)) return;
       if (c.state == ConnState::handling || c.state == ConnState::responding) break;
