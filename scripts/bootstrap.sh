@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages lift needs to build, test and benchmark (and Node.js + npm
-# for the HTTP tests).
+# for the HTTP tests, qemu-user for running the tests on emulated CPUs without AVX-512/AVX2).
 # Idempotent: does nothing when everything is already there.
 set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config g++ clang-14 libclang-rt-14-dev lld-14
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcpp-httplib-dev
-  libxxhash-dev libcli11-dev clang-format-14
+  libxxhash-dev libcli11-dev clang-format-14 qemu-user
 )
 missing=()
 for p in "${packages[@]}"; do
