@@ -87,7 +87,7 @@ ApiContext api_context(const Api& a) {
   ApiContext ctx{*a.tok, a.chat.format, a.model->config().context_length,
                  a.model->config().n_vocab};
   ctx.served_model_names = a.model_names;
-  ctx.allow_priority = true;  // PENDING: the scheduler's priority policy
+  ctx.allow_priority = a.opts.engine.scheduler.priority_scheduling();
   return ctx;
 }
 

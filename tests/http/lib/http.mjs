@@ -228,6 +228,7 @@ export function rawHttp(srv, steps, { timeoutMs = 10000, closeAfterMs } = {}) {
     s.on('close', () => finish({}));
     s.on('connect', async () => {
       for (const st of steps) {
+        if (settled) break;  // the server closed: no point pausing on
         if (typeof st === 'number') await sleep(st);
         else if (!s.destroyed) s.write(st);
       }
