@@ -125,8 +125,8 @@ http::Reply handle_generate(Api& a, const http::Request& hreq, bool chat) {
   r.usage.prompt_tokens = static_cast<int>(req->prompt.size());
   r.async =
       std::make_shared<GenerationBody>(*a.engine, req, sub, std::move(builder), [&a](Outcome o) {
-        a.count(o == Outcome::finished ? &ServerCounters::requests_ok
-                                       : &ServerCounters::requests_aborted);
+        // Client gone or server stopping; engine failures are the engine's own counter.
+        if (o == Outcome::aborted) a.count(&ServerCounters::requests_aborted);
         a.in_flight.fetch_sub(1);
       });
   return r;

@@ -8,9 +8,7 @@
 namespace lift {
 
 struct ServerCounters {
-  // Responses sent in full. Not rendered: lift:request_success_total counts the engine's
-  // finished requests by finish reason instead.
-  uint64_t requests_ok = 0;
+  // (Successes are the engine's: lift:request_success_total by finish reason.)
   uint64_t requests_rejected = 0;  // 4xx/5xx answers, 503s included
   uint64_t requests_aborted = 0;   // client went away
 };
