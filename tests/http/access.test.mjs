@@ -125,6 +125,10 @@ describe('origins, hosts and hostile bodies (default server: loopback, no key)',
     const pipe = await rawHttp(srv, [raw('GET', '/health') + raw('POST', '/v1/completions', { body }) +
       raw('GET', '/health', { headers: { Connection: 'close' } })]);
     assert.deepEqual(statuses(pipe.text), [200, 200, 200]);
+    // Thousands of pipelined requests in one write are answered in order, none lost.
+    const many = raw('GET', '/health').repeat(20000) + raw('GET', '/health', { headers: { Connection: 'close' } });
+    const burst = await rawHttp(srv, [many], { timeoutMs: 30000 });
+    assert.equal(statuses(burst.text).filter((x) => x === 200).length, 20001, burst.error || '');
     const bad = [
       ['GARBAGE\r\n\r\n', 400],
       ['GET /health HTTP/2.0\r\nHost: x\r\n\r\n', 505],

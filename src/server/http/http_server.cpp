@@ -33,6 +33,9 @@ constexpr Millis kTick{100};
 constexpr Millis kLinger{1000};      // how long a closing connection may drain its request
 constexpr Millis kEvictAfter{1000};  // idle time after which a connection may be evicted
 constexpr size_t kReadChunk = 64 * 1024;
+// epoll tags beside connection ids (which count up from 1).
+constexpr uint64_t kListenTag = ~uint64_t{0};
+constexpr uint64_t kWakeTag = ~uint64_t{0} - 1;
 
 std::string peer_name(const sockaddr_storage& a) {
   char buf[INET6_ADDRSTRLEN] = "?";
@@ -149,7 +152,6 @@ struct Server::Impl {
   int spare_fd = -1;  // closed to accept (and refuse) when out of descriptors
   std::shared_ptr<WakeQueue> wake = std::make_shared<WakeQueue>();
   std::unordered_map<uint64_t, std::unique_ptr<Conn>> conns;
-  std::unordered_map<int, uint64_t> by_fd;
   uint64_t next_id = 1;
   uint64_t next_request = 1;
   const std::string id_prefix = make_id_prefix();
@@ -252,7 +254,7 @@ struct Server::Impl {
     if (c.events == ev) return;
     epoll_event e{};
     e.events = ev;
-    e.data.fd = c.fd;
+    e.data.u64 = c.id;
     epoll_ctl(epoll_fd, EPOLL_CTL_MOD, c.fd, &e);
     c.events = ev;
   }
@@ -262,7 +264,7 @@ struct Server::Impl {
     uint32_t ev = EPOLLRDHUP;
     const bool reading = c.state == ConnState::idle || c.state == ConnState::head ||
                          c.state == ConnState::body || c.state == ConnState::closing;
-    if (reading && !c.peer_closed) ev |= EPOLLIN;
+    if (reading && !c.peer_closed && c.pending() <= limits.max_pending_output) ev |= EPOLLIN;
     if (c.pending() > 0) ev |= EPOLLOUT;
     set_events(c, ev);
   }
@@ -283,7 +285,6 @@ struct Server::Impl {
     if (c.state == ConnState::closing) --n_closing;
     epoll_ctl(epoll_fd, EPOLL_CTL_DEL, c.fd, nullptr);
     ::close(c.fd);
-    by_fd.erase(c.fd);
     conns.erase(it);
     self->n_connections_.store(conns.size() - n_closing);
   }
@@ -374,10 +375,7 @@ struct Server::Impl {
     c.state = ConnState::idle;
     c.idle_since = Clock::now();
     c.deadline = c.idle_since + limits.idle_timeout;
-    const uint64_t id = c.id;
-    if (!flush(c)) return;
-    // A pipelined request may already be buffered.
-    if (!close && !c.in.empty() && conns.count(id)) on_readable_data(c);
+    flush(c);  // a pipelined request already buffered is taken up by on_readable_data's loop
   }
 
   void dispatch(Conn& c) {
@@ -436,13 +434,27 @@ struct Server::Impl {
         queue(c, "0\r\n\r\n");
       }
       finish_request(c, close);
+      if (conns.count(id)) on_readable_data(c);
       return;
     }
     flush(c);
   }
 
-  // Handles bytes in c.in according to the state; may respond, dispatch or close.
+  // Handles the bytes in c.in: every request they complete, one after the other (pipelining),
+  // in a loop rather than by recursion, so a burst of tiny requests cannot grow the stack.
   void on_readable_data(Conn& c) {
+    const uint64_t id = c.id;
+    for (;;) {
+      advance(c);
+      if (!conns.count(id)) return;
+      if (c.state != ConnState::idle || c.in.empty() || c.close_after) return;
+      // A client that pipelines without reading waits until it takes some output.
+      if (c.pending() > limits.max_pending_output) return;
+    }
+  }
+
+  // Moves the current request on as far as c.in allows; may respond, dispatch or close.
+  void advance(Conn& c) {
     const uint64_t id = c.id;
     if (c.state == ConnState::closing || c.close_after) {
       c.in.clear();  // nothing more is read from a connection that is ending
@@ -601,14 +613,13 @@ struct Server::Impl {
       c->deadline = c->idle_since + limits.idle_timeout;
       epoll_event e{};
       e.events = EPOLLIN | EPOLLRDHUP;
-      e.data.fd = fd;
+      e.data.u64 = c->id;  // not the fd: a closed fd's number may be reused in the same batch
       if (epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &e) != 0) {
         ::close(fd);
         continue;
       }
       c->events = e.events;
       Conn& ref = *c;
-      by_fd[fd] = c->id;
       conns.emplace(c->id, std::move(c));
       if (reject) {
         ref.state = ConnState::closing;
@@ -692,7 +703,9 @@ struct Server::Impl {
         if (x.reply.async) x.reply.async->cancel();  // its client left meanwhile
         continue;
       }
+      const uint64_t id = x.conn;
       on_reply(*it->second, std::move(x.reply));
+      if (auto again = conns.find(id); again != conns.end()) on_readable_data(*again->second);
     }
     std::vector<uint64_t> ids;
     {
@@ -734,20 +747,19 @@ struct Server::Impl {
       const int n = epoll_wait(epoll_fd, evs.data(), static_cast<int>(evs.size()),
                                static_cast<int>(std::max<int64_t>(0, wait)));
       for (int i = 0; i < n; ++i) {
-        const int fd = evs[static_cast<size_t>(i)].data.fd;
+        const uint64_t id = evs[static_cast<size_t>(i)].data.u64;
         const uint32_t ev = evs[static_cast<size_t>(i)].events;
-        if (fd == listen_fd) {
+        if (id == kListenTag) {
           accept_all();
           continue;
         }
-        if (fd == wake->fd) {
+        if (id == kWakeTag) {
           drain_wakes();
           continue;
         }
-        auto it = by_fd.find(fd);
-        if (it == by_fd.end()) continue;
-        const uint64_t id = it->second;
-        Conn& c = *conns.at(id);
+        auto it = conns.find(id);
+        if (it == conns.end()) continue;  // closed earlier in this batch
+        Conn& c = *it->second;
         if (ev & EPOLLERR) {
           close_conn(id, c.state == ConnState::handling || c.state == ConnState::responding);
           continue;
@@ -755,6 +767,8 @@ struct Server::Impl {
         if (ev & EPOLLOUT) {
           if (!flush(c)) continue;
           if (c.state == ConnState::responding) pump(c);
+          if (!conns.count(id)) continue;
+          if (c.state == ConnState::idle && !c.in.empty()) on_readable_data(c);  // pipelined
           if (!conns.count(id)) continue;
         }
         if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP)) {
@@ -889,9 +903,9 @@ void Server::listen(const std::string& host, int port) {
   if (m.epoll_fd < 0) throw Error(std::string("epoll: ") + std::strerror(errno));
   epoll_event e{};
   e.events = EPOLLIN;
-  e.data.fd = m.listen_fd;
+  e.data.u64 = kListenTag;
   epoll_ctl(m.epoll_fd, EPOLL_CTL_ADD, m.listen_fd, &e);
-  e.data.fd = m.wake->fd;
+  e.data.u64 = kWakeTag;
   epoll_ctl(m.epoll_fd, EPOLL_CTL_ADD, m.wake->fd, &e);
   m.spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   for (int i = 0; i < std::max(1, m.limits.handler_threads); ++i) {
