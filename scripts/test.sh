@@ -3,7 +3,9 @@
 #   1. g++ Release build, warnings as errors, every test under ctest -j2
 #   2. black-box HTTP tests of `lift serve` (stage 1's binary) with the OpenAI Node SDK
 #   3. clang-14 build with AddressSanitizer + UndefinedBehaviorSanitizer, library unit tests
-#   4. libFuzzer on the GGUF reader for 60 s
+#   4. libFuzzer, two targets at a time: the GGUF reader 60 s; the HTTP request parser, the
+#      completion, chat and tokenize body parsers, chat templates and the streaming
+#      detokenizer 30 s each; the tokenizer (differential against a reference encoder) 40 s
 # Fails if any stage fails or the whole run passes 20 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -54,12 +56,55 @@ ninja -C build/ci-asan -j "$jobs" lift_tests fuzz_gguf
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   build/ci-asan/lift_tests --gtest_filter='-E2E*:*/E2E*' --gtest_brief=1
 
-stage "libFuzzer: GGUF reader, 60 s"
+stage "libFuzzer: GGUF, HTTP and API request parsers, chat templates, tokenizer, detokenizer"
+# Every parser a client or a model file reaches, each for a fixed time, $jobs at a time (a
+# fuzzer is one thread). The text targets read the shared vocabularies (../shared/models).
+# A crash's input is kept in build/ci-asan/fuzz-artifacts/.
+fuzzers=(  # target seconds max_len
+  "gguf 60 65536"
+  "http_request 30 8192"
+  "completion_request 30 16384"
+  "chat_request 30 16384"
+  "tokenize_request 30 16384"
+  "chat_template 30 4096"
+  "tokenizer 40 1024"
+  "stream_decoder 30 4096"
+)
+targets=()
+for f in "${fuzzers[@]}"; do targets+=("fuzz_${f%% *}"); done
+ninja -C build/ci-asan -j "$jobs" "${targets[@]}"
 corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
 bash scripts/make_fuzz_seeds.sh "$corpus"
-build/ci-asan/fuzz_gguf -max_total_time=60 -max_len=65536 -rss_limit_mb=2048 \
-  -print_final_stats=1 "$corpus" 2>&1 | tail -n 15
+artifacts="$root/build/ci-asan/fuzz-artifacts"
+mkdir -p "$artifacts"
+for f in "${fuzzers[@]}"; do
+  read -r name secs max_len <<<"$f"
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+  (
+    if build/ci-asan/fuzz_"$name" -max_total_time="$secs" -max_len="$max_len" -rss_limit_mb=2048 \
+      -print_final_stats=1 -artifact_prefix="$artifacts/$name-" "$corpus/$name" \
+      >"$corpus/$name.log" 2>&1; then
+      echo 0 >"$corpus/$name.rc"
+    else
+      echo $? >"$corpus/$name.rc"
+    fi
+  ) &
+done
+wait
+fuzz_failed=0
+for f in "${fuzzers[@]}"; do
+  read -r name secs max_len <<<"$f"
+  rc=$(cat "$corpus/$name.rc")
+  runs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$corpus/$name.log" | grep -o '[0-9]*$' || true)
+  cov=$(grep -o 'cov: [0-9]*' "$corpus/$name.log" | tail -n 1 || true)
+  printf 'fuzz_%-20s %3ss  %9s runs  %-10s exit %s\n' "$name" "$secs" "${runs:-?}" "$cov" "$rc"
+  if [ "$rc" != 0 ]; then
+    fuzz_failed=1
+    tail -n 60 "$corpus/$name.log"
+  fi
+done
+[ "$fuzz_failed" = 0 ]
 
 stage ""
 total=$(( $(date +%s) - t_start ))

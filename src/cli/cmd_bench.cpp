@@ -5,12 +5,14 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
 
 #include "cli/commands.h"
 #include "cli/engine_options.h"
+#include "cli/joining_thread.h"
 #include "cli/timing.h"
 #include "engine/engine.h"
 #include "util/error.h"
@@ -91,6 +93,14 @@ nlohmann::json run_throughput(LlamaModel& model, const Tokenizer& tok, const Thr
 int throughput(const ThroughputOptions& o) {
   auto model = LlamaModel::load(o.model);
   const Tokenizer tok = Tokenizer::from_gguf(model->file());
+  // Each request must produce exactly output_len tokens, so prompt and output must fit.
+  const int context = model->config().context_length;
+  if (static_cast<int64_t>(o.input_len) + o.output_len > context) {
+    throw Error("bench throughput: --input-len " + std::to_string(o.input_len) +
+                " plus --output-len " + std::to_string(o.output_len) +
+                " tokens do not fit this model's context of " + std::to_string(context) +
+                " tokens; lower them to a sum of at most " + std::to_string(context));
+  }
   std::vector<std::string> policies;
   if (o.schedulers == "all") {
     policies = {"sequential", "static", "continuous"};
@@ -141,23 +151,77 @@ struct HolResult {
   double short_ttft = 0, median_step = 0, max_gap = 0;
 };
 
-// Records when each output of a stream arrived.
-struct Watch {
-  std::shared_ptr<OutputStream> stream;
-  std::vector<Clock::time_point> times;
-  std::atomic<bool> finished{false};
-  std::thread reader;
-  void start() {
-    reader = std::thread([this] {
-      while (!stream->done()) {
-        if (auto o = stream->pop(std::chrono::milliseconds(20))) {
-          if (!o->token_ids.empty()) times.push_back(Clock::now());
-        }
-      }
-      finished = true;
-    });
+// Records, on a thread of its own, when each output of a stream arrived. Destroying a Watch
+// stops and joins its thread, also while an exception unwinds run_hol().
+class Watch {
+ public:
+  explicit Watch(std::shared_ptr<OutputStream> stream)
+      : stream_(std::move(stream)), reader_([this] { read(); }) {}
+  ~Watch() { stop_ = true; }  // then reader_, the last member, joins
+
+  // Outputs with tokens seen so far.
+  size_t count() const { return count_.load(); }
+  bool finished() const { return finished_.load(); }
+  // Waits until the stream is done; then the arrival times and the stream's error, if any.
+  void wait() { reader_.join(); }
+  const std::vector<Clock::time_point>& times() const { return times_; }  // after wait()
+  std::vector<Clock::time_point> times_so_far() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return times_;
   }
+  std::string error() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return error_;
+  }
+
+ private:
+  void read() {
+    while (!stream_->done() && !stop_) {
+      if (auto o = stream_->pop(std::chrono::milliseconds(20))) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!o->token_ids.empty()) {
+          times_.push_back(Clock::now());
+          ++count_;
+        }
+        if (o->finish == FinishReason::error) error_ = o->error;
+      }
+    }
+    finished_ = true;
+  }
+
+  std::shared_ptr<OutputStream> stream_;
+  mutable std::mutex mu_;
+  std::vector<Clock::time_point> times_;
+  std::string error_;
+  std::atomic<size_t> count_{0};
+  std::atomic<bool> stop_{false}, finished_{false};
+  JoiningThread reader_;  // last: starts once everything above exists, joins first
 };
+
+// Streams already decoding when the long prompt arrives: each needs kDecoderPrompt prompt
+// tokens and kSettleTokens generated ones before the measurement starts.
+constexpr int kDecoderPrompt = 16;
+constexpr size_t kSettleTokens = 20;
+
+// Throws a lift::Error that says which option to change when the benchmark cannot run on this
+// model (prompts that do not fit its context would otherwise fail half-way through).
+void check_hol_fits(const HolOptions& o, int context) {
+  const auto fits = [&](int len, const char* option) {
+    if (len < context) return;
+    throw Error("bench hol: " + std::string(option) + " " + std::to_string(len) +
+                " does not fit this model's context of " + std::to_string(context) +
+                " tokens (a prompt must leave room for one generated token); pass " + option + " " +
+                std::to_string(context - 1) + " or less");
+  };
+  fits(o.long_len, "--long-len");
+  fits(o.short_len, "--short-len");
+  if (o.decoders > 0 && context <= kDecoderPrompt + static_cast<int>(kSettleTokens)) {
+    throw Error("bench hol: the decoding streams need a context of more than " +
+                std::to_string(kDecoderPrompt + static_cast<int>(kSettleTokens)) +
+                " tokens; this model has " + std::to_string(context) +
+                " (pass --decoders 0 to run without them)");
+  }
+}
 
 HolResult run_hol(LlamaModel& model, const Tokenizer& tok, const HolOptions& o,
                   size_t prefill_chunk) {
@@ -170,52 +234,56 @@ HolResult run_hol(LlamaModel& model, const Tokenizer& tok, const HolOptions& o,
   const int vocab = model.config().n_vocab;
   const int32_t bos = tok.vocab().bos_id();
   RequestParams decode_p;
-  decode_p.max_tokens = 100000;
+  decode_p.max_tokens = 100000;  // the engine caps it at the context
   decode_p.ignore_eos = true;
   decode_p.sampling.temperature = 0;
   std::vector<std::unique_ptr<Watch>> decoders;
   std::vector<uint64_t> ids;
   for (int i = 0; i < o.decoders; ++i) {
-    auto w = std::make_unique<Watch>();
-    const auto s = engine.add_request(random_prompt(rng, 16, vocab, bos), decode_p);
-    w->stream = s.stream;
+    const auto s = engine.add_request(random_prompt(rng, kDecoderPrompt, vocab, bos), decode_p);
     ids.push_back(s.id);
-    w->start();
-    decoders.push_back(std::move(w));
+    decoders.push_back(std::make_unique<Watch>(s.stream));
   }
   // Let them settle into decoding.
   for (auto& w : decoders) {
-    while (w->times.size() < 20) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    while (w->count() < kSettleTokens) {
+      if (w->finished()) {
+        const std::string err = w->error();
+        throw Error("bench hol: a decoding stream ended after " + std::to_string(w->count()) +
+                    " tokens" + (err.empty() ? std::string() : ": " + err));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
   }
   RequestParams one;
   one.max_tokens = 1;
   one.ignore_eos = true;
   one.sampling.temperature = 0;
   const auto t_long = Clock::now();
-  auto long_w = std::make_unique<Watch>();
-  long_w->stream = engine.add_request(random_prompt(rng, o.long_len, vocab, bos), one).stream;
-  long_w->start();
+  Watch long_w(engine.add_request(random_prompt(rng, o.long_len, vocab, bos), one).stream);
   std::this_thread::sleep_for(std::chrono::milliseconds(o.delay_ms));
   const auto t_short = Clock::now();
-  auto short_w = std::make_unique<Watch>();
-  short_w->stream = engine.add_request(random_prompt(rng, o.short_len, vocab, bos), one).stream;
-  short_w->start();
-  short_w->reader.join();
-  long_w->reader.join();
-  const auto t_end = long_w->times.empty() ? Clock::now() : long_w->times.back();
+  Watch short_w(engine.add_request(random_prompt(rng, o.short_len, vocab, bos), one).stream);
+  short_w.wait();
+  long_w.wait();
+  for (const Watch* w : {&short_w, &long_w}) {
+    if (!w->error().empty()) throw Error("bench hol: a request failed: " + w->error());
+  }
+  const auto t_end = long_w.times().empty() ? Clock::now() : long_w.times().back();
   for (uint64_t id : ids) engine.abort(id);
-  for (auto& w : decoders) w->reader.join();
+  for (auto& w : decoders) w->wait();
   engine.stop();
 
   HolResult r;
-  r.short_ttft = short_w->times.empty() ? -1 : secs(short_w->times.front() - t_short);
+  r.short_ttft = short_w.times().empty() ? -1 : secs(short_w.times().front() - t_short);
   // Step time: the gaps between tokens of the streams already decoding while the long prompt
   // is being prefilled; each such gap is one engine step of that mixed batch.
   std::vector<double> during;
   for (auto& w : decoders) {
-    for (size_t i = 1; i < w->times.size(); ++i) {
-      if (w->times[i] > t_long && w->times[i - 1] < t_end) {
-        during.push_back(secs(w->times[i] - w->times[i - 1]));
+    const auto& times = w->times();
+    for (size_t i = 1; i < times.size(); ++i) {
+      if (times[i] > t_long && times[i - 1] < t_end) {
+        during.push_back(secs(times[i] - times[i - 1]));
       }
     }
   }
@@ -228,6 +296,7 @@ HolResult run_hol(LlamaModel& model, const Tokenizer& tok, const HolOptions& o,
 int hol(const HolOptions& o) {
   auto model = LlamaModel::load(o.model);
   const Tokenizer tok = Tokenizer::from_gguf(model->file());
+  check_hol_fits(o, model->config().context_length);
   const auto capped = run_hol(*model, tok, o, o.engine.max_prefill_chunk);
   const auto uncapped = run_hol(*model, tok, o, 2048);
   auto row = [](const char* name, const HolResult& r) {
@@ -275,10 +344,11 @@ Runner add_bench(CLI::App& app) {
   auto h = std::make_shared<HolOptions>();
   CLI::App* hc = bench->add_subcommand("hol", "Head-of-line: a short request behind a long one");
   hc->add_option("-m,--model", h->model, "GGUF model")->required();
-  hc->add_option("--long-len", h->long_len, "Long prompt tokens");
-  hc->add_option("--short-len", h->short_len, "Short prompt tokens");
-  hc->add_option("--decoders", h->decoders, "Streams already decoding");
-  hc->add_option("--delay-ms", h->delay_ms, "Delay between the long and the short request");
+  hc->add_option("--long-len", h->long_len, "Long prompt tokens")->check(CLI::Range(1, 1 << 24));
+  hc->add_option("--short-len", h->short_len, "Short prompt tokens")->check(CLI::Range(1, 1 << 24));
+  hc->add_option("--decoders", h->decoders, "Streams already decoding")->check(CLI::Range(0, 4096));
+  hc->add_option("--delay-ms", h->delay_ms, "Delay between the long and the short request")
+      ->check(CLI::Range(0, 600000));
   add_engine_options(hc, h->engine);
 
   std::function<int()> model_run, serve_run;

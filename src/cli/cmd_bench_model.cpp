@@ -20,6 +20,7 @@
 #include "kernels/probes.h"
 #include "kv/kv_cache.h"
 #include "model/llama_model.h"
+#include "util/error.h"
 #include "util/thread_pool.h"
 
 namespace lift::cli {
@@ -112,9 +113,33 @@ struct Contender {
   }
 };
 
+// Every position a measurement writes must be inside the model's context; says which option
+// to lower otherwise (the forward pass would stop half-way with a bare position error).
+void check_fits(const ModelBenchOptions& o, int context) {
+  const auto fits = [&](int64_t positions, const std::string& what) {
+    if (positions <= context) return;
+    throw Error("bench model: " + what + " needs " + std::to_string(positions) +
+                " positions, more than this model's context of " + std::to_string(context) +
+                " tokens");
+  };
+  fits(o.prompt, "-p " + std::to_string(o.prompt));
+  fits(o.gen, "-n " + std::to_string(o.gen));
+  if (!o.batch.empty()) fits(16 + 32, "--batch (16 prompt + 32 decode tokens per sequence)");
+  for (const int k : o.step_tokens) {
+    if (k < 1)
+      throw Error("bench model: --step-tokens must be at least 1, got " + std::to_string(k));
+    fits(64 + static_cast<int64_t>(k),
+         "--step-tokens " + std::to_string(k) + " (after 64 prompt tokens)");
+  }
+  for (const int b : o.batch) {
+    if (b < 1) throw Error("bench model: --batch must be at least 1, got " + std::to_string(b));
+  }
+}
+
 int run_model_bench(const ModelBenchOptions& o) {
   auto model = LlamaModel::load(o.model);
   const ModelConfig& cfg = model->config();
+  check_fits(o, cfg.context_length);
   ThreadPool pool(o.threads);
   BackendOptions bo;
   bo.quantize_activations = !o.exact_activations;

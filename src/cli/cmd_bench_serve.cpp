@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/joining_thread.h"
 #include "cli/timing.h"
 #include "util/bench_stats.h"
 #include "util/error.h"
@@ -263,37 +264,52 @@ LevelRun run_level(const Target& t, const Level& level, const std::vector<std::s
   LevelRun run;
   run.results.resize(bodies.size());
   std::atomic<int> next{0}, done{0}, failed{0};
+  std::atomic<bool> all_done{false};
   // Requests go out in order, each to the first free worker, once it has arrived: the same
-  // schedule as a semaphore of `concurrency` slots in front of the arrival process.
+  // schedule as a semaphore of `concurrency` slots in front of the arrival process. A failed
+  // request (whatever it throws) is recorded as failed; no exception leaves a worker.
   const int workers = level.concurrency > 0 ? std::min(level.concurrency, n) : n;
   const auto t0 = Clock::now();
-  std::vector<std::thread> pool;
-  for (int w = 0; w < workers; ++w) {
-    pool.emplace_back([&] {
-      auto cli = make_client(t);
-      for (int i; (i = next.fetch_add(1)) < n;) {
-        const auto idx = static_cast<size_t>(i);
-        std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(
-                                               std::chrono::duration<double>(arrivals[idx])));
-        run.results[idx] = send_one(*cli, t, bodies[idx], expect);
-        if (!run.results[idx].ok) failed.fetch_add(1);
-        done.fetch_add(1);
-      }
-    });
-  }
-  std::thread bar;
+  std::unique_ptr<JoiningThread> bar;
   if (progress) {
-    bar = std::thread([&] {
-      while (done.load() < n) {
+    bar = std::make_unique<JoiningThread>([&] {
+      while (!all_done.load()) {
         draw_progress(level.label, done.load(), failed.load(), n, secs(Clock::now() - t0), false);
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
       }
     });
   }
-  for (auto& w : pool) w.join();
+  {
+    // Declared after `bar`, so on any exit the workers are joined, then the bar is told to stop
+    // before it is joined.
+    struct StopBar {
+      std::atomic<bool>& flag;
+      ~StopBar() { flag = true; }
+    } stop_bar{all_done};
+    std::vector<std::unique_ptr<JoiningThread>> pool;
+    for (int w = 0; w < workers; ++w) {
+      pool.push_back(std::make_unique<JoiningThread>([&] {
+        auto cli = make_client(t);
+        for (int i; (i = next.fetch_add(1)) < n;) {
+          const auto idx = static_cast<size_t>(i);
+          std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(
+                                                 std::chrono::duration<double>(arrivals[idx])));
+          try {
+            run.results[idx] = send_one(*cli, t, bodies[idx], expect);
+          } catch (const std::exception& e) {
+            run.results[idx] = RequestResult{};
+            run.results[idx].error = std::string("client error: ") + e.what();
+          }
+          if (!run.results[idx].ok) failed.fetch_add(1);
+          done.fetch_add(1);
+        }
+      }));
+    }
+    for (auto& w : pool) w->join();
+  }
   run.duration = secs(Clock::now() - t0);
-  if (bar.joinable()) {
-    bar.join();
+  if (bar) {
+    bar->join();
     draw_progress(level.label, done.load(), failed.load(), n, run.duration, true);
   }
   return run;

@@ -10,6 +10,7 @@
 #include "cli/engine_options.h"
 #include "engine/engine.h"
 #include "server/chat_template.h"
+#include "util/error.h"
 
 namespace lift::cli {
 
@@ -65,7 +66,15 @@ int run_chat(const ChatOptions& o) {
     p.sampling.seed = static_cast<uint64_t>(o.seed) + static_cast<uint64_t>(turn++);
     p.stop_token_ids = cp.stop_token_ids;
     p.stop = cp.stop;
-    const auto sub = engine.add_request(cp.tokens, p);
+    Submitted sub;
+    try {
+      sub = engine.add_request(cp.tokens, p);
+    } catch (const Error& e) {
+      // E.g. the conversation outgrew the context: say so and let the user /reset.
+      std::fprintf(stderr, "lift: %s (/reset starts over)\n", e.what());
+      messages.pop_back();
+      continue;
+    }
     std::string reply;
     int cached = 0, prompt = 0;
     engine.run_until_idle();

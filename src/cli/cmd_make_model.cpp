@@ -28,6 +28,7 @@ GgmlType parse_type(const std::string& s) {
 
 Runner add_make_model(CLI::App& app) {
   auto o = std::make_shared<MakeModelOptions>();
+  o->spec.n_kv_heads = 0;  // as many as --heads unless given: `--heads 4` alone must work
   CLI::App* c = app.add_subcommand("make-model", "Write a random-weight Llama GGUF of any shape");
   c->add_option("-o,--output", o->out, "Output GGUF path")->required();
   c->add_option("--dim", o->spec.dim, "Embedding width");

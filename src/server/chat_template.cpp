@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "gguf/gguf_file.h"
+#include "server/api_error.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
@@ -78,7 +79,8 @@ std::vector<Turn> validate(const std::vector<ChatMessage>& messages) {
     } else if (r == "assistant") {
       role = Role::assistant;
     } else {
-      throw Error("chat: message " + std::to_string(i) + " has unsupported role '" + r +
+      // The role is the client's text: quoted as a short excerpt only.
+      throw Error("chat: message " + std::to_string(i) + " has unsupported role '" + excerpt(r) +
                   "' (expected system, user, assistant or developer)");
     }
     turns.push_back({role, messages[i].content});

@@ -1,11 +1,14 @@
 #include "server/openai_request.h"
 
+#include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <cmath>
-#include <set>
+#include <limits>
 
 #include "server/api_error.h"
+#include "tokenizer/utf8.h"
 #include "util/error.h"
 
 namespace lift {
@@ -14,39 +17,113 @@ namespace {
 
 using nlohmann::json;
 
-std::string type_name(const json& v) { return v.type_name(); }
+// Builds the DOM from SAX events, refusing (returning false, which stops the parser) to open a
+// container deeper than kMaxJsonDepth: no value deeper than that is ever made. The parser
+// itself is iterative, so the input's depth costs it no stack either.
+class DepthLimitedBuilder : public json::json_sax_t {
+ public:
+  bool null() override { return put(nullptr) != nullptr; }
+  bool boolean(bool v) override { return put(v) != nullptr; }
+  bool number_integer(json::number_integer_t v) override { return put(v) != nullptr; }
+  bool number_unsigned(json::number_unsigned_t v) override { return put(v) != nullptr; }
+  bool number_float(json::number_float_t v, const json::string_t&) override {
+    return put(v) != nullptr;
+  }
+  bool string(json::string_t& v) override { return put(std::move(v)) != nullptr; }
+  bool binary(json::binary_t& v) override { return put(json::binary(std::move(v))) != nullptr; }
+  bool start_object(std::size_t) override { return open(json::object()); }
+  bool key(json::string_t& k) override {
+    key_ = std::move(k);
+    return true;
+  }
+  bool end_object() override {
+    stack_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) override { return open(json::array()); }
+  bool end_array() override {
+    stack_.pop_back();
+    return true;
+  }
+  bool parse_error(std::size_t position, const std::string&, const json::exception&) override {
+    error_pos_ = position;
+    return false;
+  }
+
+  json& root() { return root_; }
+  bool too_deep() const { return too_deep_; }
+  size_t error_pos() const { return error_pos_; }
+
+ private:
+  // Stores v where the parser is (the root, the next array element or the current key's
+  // value) and returns it.
+  json* put(json v) {
+    if (stack_.empty()) {
+      root_ = std::move(v);
+      return &root_;
+    }
+    json& top = *stack_.back();
+    if (top.is_array()) {
+      top.push_back(std::move(v));
+      return &top.back();
+    }
+    json& slot = top[key_];  // a repeated key keeps its last value, as json::parse does
+    slot = std::move(v);
+    return &slot;
+  }
+  bool open(json container) {
+    if (stack_.size() >= static_cast<size_t>(kMaxJsonDepth)) {
+      too_deep_ = true;
+      return false;
+    }
+    // Only the innermost container is ever modified, so pointers to its ancestors stay valid.
+    stack_.push_back(put(std::move(container)));
+    return true;
+  }
+
+  json root_;
+  std::vector<json*> stack_;
+  std::string key_;
+  bool too_deep_ = false;
+  size_t error_pos_ = 0;
+};
 
 [[noreturn]] void bad(const std::string& param, const std::string& msg) {
   throw ApiError(400, msg, param);
 }
 
 double number(const json& v, const std::string& name, double lo, double hi) {
-  if (!v.is_number()) bad(name, "'" + name + "' must be a number, got " + type_name(v));
+  if (!v.is_number()) bad(name, "'" + name + "' must be a number, got " + describe_json(v));
   const double x = v.get<double>();
   if (!std::isfinite(x) || x < lo || x > hi) {
     bad(name, "'" + name + "' must be between " + json(lo).dump() + " and " + json(hi).dump() +
-                  ", got " + v.dump());
+                  ", got " + describe_json(v));
   }
   return x;
 }
 
 int64_t integer(const json& v, const std::string& name, int64_t lo, int64_t hi) {
-  if (!v.is_number_integer()) bad(name, "'" + name + "' must be an integer, got " + v.dump());
-  const int64_t x = v.get<int64_t>();
-  if (x < lo || x > hi) {
+  if (!v.is_number_integer()) {
+    bad(name, "'" + name + "' must be an integer, got " + describe_json(v));
+  }
+  const bool too_big =
+      v.is_number_unsigned() &&
+      v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  const int64_t x = too_big ? 0 : v.get<int64_t>();
+  if (too_big || x < lo || x > hi) {
     bad(name, "'" + name + "' must be between " + std::to_string(lo) + " and " +
-                  std::to_string(hi) + ", got " + std::to_string(x));
+                  std::to_string(hi) + ", got " + describe_json(v));
   }
   return x;
 }
 
 bool boolean(const json& v, const std::string& name) {
-  if (!v.is_boolean()) bad(name, "'" + name + "' must be true or false, got " + v.dump());
+  if (!v.is_boolean()) bad(name, "'" + name + "' must be true or false, got " + describe_json(v));
   return v.get<bool>();
 }
 
 std::string string_field(const json& v, const std::string& name) {
-  if (!v.is_string()) bad(name, "'" + name + "' must be a string, got " + type_name(v));
+  if (!v.is_string()) bad(name, "'" + name + "' must be a string, got " + describe_json(v));
   return v.get<std::string>();
 }
 
@@ -55,18 +132,39 @@ bool present(const json& body, const char* key) {
   return it != body.end() && !it->is_null();
 }
 
+// obj[key] when obj is an object holding a string there, else nullptr (json::value() would
+// throw for a value of another type).
+const std::string* string_member(const json& obj, const char* key) {
+  if (!obj.is_object()) return nullptr;
+  const auto it = obj.find(key);
+  if (it == obj.end() || !it->is_string()) return nullptr;
+  return &it->get_ref<const std::string&>();
+}
+
+// Tokenizer failures (a vocabulary that cannot encode some character) become a 400 on `param`.
+std::vector<int32_t> encode(const Tokenizer& tok, const std::string& text, bool add_bos,
+                            bool parse_special, const char* param) {
+  try {
+    return tok.encode(text, add_bos, parse_special);
+  } catch (const Error& e) {
+    bad(param, e.what());
+  }
+}
+
 // Fields that change the meaning of a request but that lift does not implement: refusing
 // them is better than silently ignoring them.
 void reject_unsupported(const json& body, std::initializer_list<const char*> keys) {
   for (const char* k : keys) {
     if (!present(body, k)) continue;
     const json& v = body.at(k);
+    const std::string_view key = k;
+    const std::string* type = string_member(v, "type");
     const bool trivial =
         (v.is_boolean() && !v.get<bool>()) || (v.is_array() && v.empty()) ||
-        (v.is_number() && std::string(k) == "best_of" && v.get<double>() == 1) ||
-        (v.is_string() && v.get<std::string>().empty()) ||
-        (v.is_string() && std::string(k) == "tool_choice" && v == "none") ||
-        (v.is_object() && std::string(k) == "response_format" && v.value("type", "") == "text");
+        (v.is_number() && key == "best_of" && v.get<double>() == 1) ||
+        (v.is_string() && v.get_ref<const std::string&>().empty()) ||
+        (v.is_string() && key == "tool_choice" && v.get_ref<const std::string&>() == "none") ||
+        (v.is_object() && key == "response_format" && type && *type == "text");
     if (!trivial) {
       std::string msg = "'";  // built step by step: g++ 12 warns falsely on a + chain here
       msg += k;
@@ -76,10 +174,18 @@ void reject_unsupported(const json& body, std::initializer_list<const char*> key
   }
 }
 
+void check_model(const json& b, const ApiContext& ctx) {
+  if (!present(b, "model")) return;
+  const std::string name = string_field(b["model"], "model");
+  const auto& names = ctx.served_model_names;
+  if (names.empty() || std::find(names.begin(), names.end(), name) != names.end()) return;
+  throw ApiError(404, "The model `" + excerpt(name) + "` does not exist.", "model",
+                 "invalid_request_error", "model_not_found");
+}
+
 void parse_common(const json& b, const ApiContext& ctx, ApiRequest& r) {
   RequestParams& p = r.params;
-  // Checked but not used: lift serves its one model whatever the request names.
-  if (present(b, "model")) string_field(b["model"], "model");
+  check_model(b, ctx);
   if (present(b, "temperature"))
     p.sampling.temperature = static_cast<float>(number(b["temperature"], "temperature", 0, 2));
   if (present(b, "top_p")) {
@@ -107,7 +213,7 @@ void parse_common(const json& b, const ApiContext& ctx, ApiRequest& r) {
   }
   if (present(b, "seed")) {
     const json& s = b["seed"];
-    if (!s.is_number_integer()) bad("seed", "'seed' must be an integer, got " + s.dump());
+    if (!s.is_number_integer()) bad("seed", "'seed' must be an integer, got " + describe_json(s));
     p.sampling.seed =
         s.is_number_unsigned() ? s.get<uint64_t>() : static_cast<uint64_t>(s.get<int64_t>());
   } else {
@@ -128,10 +234,14 @@ void parse_common(const json& b, const ApiContext& ctx, ApiRequest& r) {
       if (s.size() > 16) bad("stop", "'stop' may hold at most 16 strings");
       for (const json& e : s) p.stop.push_back(string_field(e, "stop"));
     } else {
-      bad("stop", "'stop' must be a string or an array of strings");
+      bad("stop", "'stop' must be a string or an array of strings, got " + describe_json(s));
     }
     for (const auto& x : p.stop) {
       if (x.empty()) bad("stop", "stop strings must not be empty");
+      if (x.size() > 256) {
+        bad("stop", "stop strings must be at most 256 bytes; one has " + std::to_string(x.size()) +
+                        " (starting " + excerpt(x) + ")");
+      }
     }
   }
   if (present(b, "stop_token_ids")) {
@@ -147,16 +257,11 @@ void parse_common(const json& b, const ApiContext& ctx, ApiRequest& r) {
     if (!lb.is_object())
       bad("logit_bias", "'logit_bias' must be an object mapping token ids to biases");
     for (auto it = lb.begin(); it != lb.end(); ++it) {
+      const std::string& key = it.key();
       int64_t id = -1;
-      try {
-        size_t used = 0;
-        id = std::stoll(it.key(), &used);
-        if (used != it.key().size()) id = -1;
-      } catch (const std::exception&) {
-        id = -1;
-      }
-      if (id < 0 || id >= ctx.vocab_size) {
-        bad("logit_bias", "logit_bias key '" + it.key() + "' is not a token id in [0, " +
+      const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+      if (ec != std::errc() || end != key.data() + key.size() || id < 0 || id >= ctx.vocab_size) {
+        bad("logit_bias", "logit_bias key \"" + excerpt(key) + "\" is not a token id in [0, " +
                               std::to_string(ctx.vocab_size - 1) + "]");
       }
       p.sampling.logit_bias.push_back(
@@ -173,8 +278,14 @@ void parse_common(const json& b, const ApiContext& ctx, ApiRequest& r) {
       r.include_usage = boolean(so["include_usage"], "stream_options.include_usage");
   }
   if (present(b, "user")) string_field(b["user"], "user");
-  if (present(b, "priority"))
+  if (present(b, "priority")) {
     p.priority = static_cast<int>(integer(b["priority"], "priority", -1000000, 1000000));
+    if (p.priority != 0 && !ctx.allow_priority) {
+      bad("priority",
+          "'priority' is only honoured when the server schedules by priority: start it with "
+          "--scheduling-policy priority, or leave 'priority' out (or 0)");
+    }
+  }
 }
 
 void finish_params(const json& b, const ApiContext& ctx, ApiRequest& r, int default_max) {
@@ -207,13 +318,69 @@ void finish_params(const json& b, const ApiContext& ctx, ApiRequest& r, int defa
   if (const std::string err = p.validate(ctx.vocab_size); !err.empty()) bad("", err);
 }
 
+// One chat message's content: a string or an array of text parts.
+std::string message_content(const json& c, const std::string& where) {
+  if (c.is_string()) return c.get<std::string>();
+  if (!c.is_array()) {
+    bad(where, where + " must be a string or an array of text parts, got " + describe_json(c));
+  }
+  std::string content;
+  for (size_t j = 0; j < c.size(); ++j) {
+    const json& part = c[j];
+    const std::string at = where + "[" + std::to_string(j) + "]";
+    const std::string* type = string_member(part, "type");
+    if (!type) bad(at, at + " must be an object {\"type\": \"text\", \"text\": \"...\"}");
+    if (*type != "text") {
+      bad(at, at + " has type \"" + excerpt(*type) + "\"; only text content parts are supported");
+    }
+    const std::string* text = string_member(part, "text");
+    if (!text) bad(at, at + " has type \"text\" but no string 'text'");
+    content += *text;
+  }
+  return content;
+}
+
 }  // namespace
 
-json parse_json_object(const std::string& body) {
-  json b = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (b.is_discarded()) throw ApiError(400, "The request body is not valid JSON.");
-  if (!b.is_object()) throw ApiError(400, "The request body must be a JSON object.");
-  return b;
+std::string describe_json(const json& v) {
+  switch (v.type()) {
+    case json::value_t::string:
+      return "the string \"" + excerpt(v.get_ref<const std::string&>()) + "\"";
+    case json::value_t::array:
+      return v.empty() ? "an empty array" : "an array of " + std::to_string(v.size()) + " elements";
+    case json::value_t::object:
+      return v.empty() ? "an empty object" : "an object with " + std::to_string(v.size()) + " keys";
+    case json::value_t::binary:
+      return "binary data";
+    case json::value_t::discarded:
+      return "nothing";
+    case json::value_t::null:
+    case json::value_t::boolean:
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned:
+    case json::value_t::number_float:
+      return v.dump();  // a scalar: at most a few dozen bytes
+  }
+  return v.type_name();
+}
+
+json parse_json_object(std::string_view body) {
+  DepthLimitedBuilder b;
+  if (!json::sax_parse(body.data(), body.data() + body.size(), &b)) {
+    if (b.too_deep()) {
+      throw ApiError(400, "The request body nests arrays and objects more than " +
+                              std::to_string(kMaxJsonDepth) +
+                              " levels deep; no OpenAI request needs that many.");
+    }
+    throw ApiError(400, "The request body is not valid JSON (error at byte " +
+                            std::to_string(b.error_pos()) + " of " + std::to_string(body.size()) +
+                            ").");
+  }
+  if (!b.root().is_object()) {
+    throw ApiError(400,
+                   "The request body must be a JSON object, got " + describe_json(b.root()) + ".");
+  }
+  return std::move(b.root());
 }
 
 ApiRequest parse_completion_request(const std::string& body, const ApiContext& ctx) {
@@ -222,22 +389,30 @@ ApiRequest parse_completion_request(const std::string& body, const ApiContext& c
   reject_unsupported(b, {"suffix", "echo", "best_of"});
   if (!present(b, "prompt")) bad("prompt", "'prompt' is required");
   const json& pr = b["prompt"];
+  const bool add_bos = ctx.tok.vocab().add_bos();
   if (pr.is_string()) {
-    r.prompt = ctx.tok.encode(pr.get<std::string>(), ctx.tok.vocab().add_bos(), false);
-  } else if (pr.is_array() && !pr.empty() && pr[0].is_number()) {
+    r.prompt = encode(ctx.tok, pr.get_ref<const std::string&>(), add_bos, false, "prompt");
+  } else if (pr.is_array() && pr.empty()) {
+    bad("prompt", "'prompt' must not be an empty array");
+  } else if (pr.is_array() && pr[0].is_number()) {
+    r.prompt.reserve(pr.size());
     for (const json& t : pr) {
       r.prompt.push_back(static_cast<int32_t>(integer(t, "prompt", 0, ctx.vocab_size - 1)));
     }
   } else if (pr.is_array() && pr.size() == 1 && pr[0].is_string()) {
-    r.prompt = ctx.tok.encode(pr[0].get<std::string>(), ctx.tok.vocab().add_bos(), false);
+    r.prompt = encode(ctx.tok, pr[0].get_ref<const std::string&>(), add_bos, false, "prompt");
   } else if (pr.is_array()) {
     bad("prompt",
         "batched prompts are not supported: send one prompt (a string or an array of "
         "token ids) per request");
   } else {
-    bad("prompt", "'prompt' must be a string or an array of token ids");
+    bad("prompt", "'prompt' must be a string or an array of token ids, got " + describe_json(pr));
   }
-  if (r.prompt.empty()) r.prompt.push_back(ctx.tok.vocab().bos_id());
+  if (r.prompt.empty()) {
+    const int32_t bos = ctx.tok.vocab().bos_id();
+    if (bos < 0) bad("prompt", "'prompt' is empty and the model has no BOS token to start from");
+    r.prompt.push_back(bos);
+  }
   parse_common(b, ctx, r);
   if (present(b, "logprobs")) {
     r.params.sampling.n_logprobs =
@@ -256,30 +431,20 @@ ApiRequest parse_chat_request(const std::string& body, const ApiContext& ctx) {
                          "audio", "modalities", "prediction"});
   if (!present(b, "messages")) bad("messages", "'messages' is required");
   const json& ms = b["messages"];
-  if (!ms.is_array() || ms.empty()) bad("messages", "'messages' must be a non-empty array");
+  if (!ms.is_array() || ms.empty()) {
+    bad("messages", "'messages' must be a non-empty array, got " + describe_json(ms));
+  }
   std::vector<ChatMessage> messages;
+  messages.reserve(ms.size());
   for (size_t i = 0; i < ms.size(); ++i) {
     const json& m = ms[i];
     const std::string where = "messages[" + std::to_string(i) + "]";
-    if (!m.is_object()) bad(where, where + " must be an object");
+    if (!m.is_object()) bad(where, where + " must be an object, got " + describe_json(m));
     if (!present(m, "role")) bad(where + ".role", where + " has no 'role'");
     ChatMessage cm;
     cm.role = string_field(m["role"], where + ".role");
     if (!present(m, "content")) bad(where + ".content", where + " has no 'content'");
-    const json& c = m["content"];
-    if (c.is_string()) {
-      cm.content = c.get<std::string>();
-    } else if (c.is_array()) {
-      for (const json& part : c) {
-        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-            !part["text"].is_string()) {
-          bad(where + ".content", "only text content parts are supported");
-        }
-        cm.content += part["text"].get<std::string>();
-      }
-    } else {
-      bad(where + ".content", where + ".content must be a string or an array of text parts");
-    }
+    cm.content = message_content(m["content"], where + ".content");
     messages.push_back(std::move(cm));
   }
   ChatPrompt cp;
@@ -300,6 +465,41 @@ ApiRequest parse_chat_request(const std::string& body, const ApiContext& ctx) {
     if (!r.params.logprobs) bad("top_logprobs", "'top_logprobs' requires 'logprobs': true");
   }
   finish_params(b, ctx, r, ctx.context_length);
+  return r;
+}
+
+TokenizeRequest parse_tokenize_request(const std::string& body) {
+  const json b = parse_json_object(body);
+  TokenizeRequest r;
+  const char* field = b.contains("prompt") ? "prompt" : "content";
+  const auto text = b.find(field);
+  if (text == b.end()) bad("prompt", "'prompt' (the text to tokenize) is required");
+  if (!text->is_string()) {
+    bad(field, std::string("'") + field + "' must be a string, got " + describe_json(*text));
+  }
+  r.text = text->get<std::string>();
+  for (const char* k : {"add_special_tokens", "add_special"}) {
+    if (b.contains(k)) r.add_special = boolean(b[k], k);
+  }
+  return r;
+}
+
+std::vector<int32_t> tokenize(const Tokenizer& tok, const TokenizeRequest& req) {
+  return encode(tok, req.text, req.add_special && tok.vocab().add_bos(), req.add_special, "prompt");
+}
+
+DetokenizeRequest parse_detokenize_request(const std::string& body, int vocab_size) {
+  const json b = parse_json_object(body);
+  const auto tokens = b.find("tokens");
+  if (tokens == b.end() || !tokens->is_array()) {
+    bad("tokens", "'tokens' must be an array of token ids, got " +
+                      (tokens == b.end() ? std::string("nothing") : describe_json(*tokens)));
+  }
+  DetokenizeRequest r;
+  r.tokens.reserve(tokens->size());
+  for (const json& t : *tokens) {
+    r.tokens.push_back(static_cast<int32_t>(integer(t, "tokens", 0, int64_t{vocab_size} - 1)));
+  }
   return r;
 }
 

@@ -1,12 +1,24 @@
 // Parsing and validation of OpenAI completion and chat-completion requests into engine
-// requests. Every problem becomes an ApiError that names the field and says what to fix.
+// requests, and of the /tokenize and /detokenize bodies. Every problem becomes an ApiError
+// that names the field and says what to fix.
+//
+// Bodies come from untrusted clients, so parsing never crashes and never does work that grows
+// faster than the body:
+//  * JSON nesting is limited while parsing (kMaxJsonDepth): a deeper body is refused before a
+//    value that deep exists, so no recursive operation on a JSON value (dump, ==, copy) can
+//    exhaust the stack;
+//  * error messages never echo a client's value unbounded: they show its JSON type, a number,
+//    or a short excerpt of a string (valid UTF-8, see excerpt() in api_error.h).
 #pragma once
 
+#include <cstddef>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/request.h"
+#include "server/api_error.h"
 #include "server/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -25,13 +37,50 @@ struct ApiContext {
   ChatFormat chat_format;
   int context_length;
   int vocab_size;
+  // The names the "model" field may take. Empty: any name is accepted (lift serves its one
+  // model whatever the request names). Otherwise a request naming another model gets 404
+  // model_not_found, as vLLM answers.
+  std::vector<std::string> served_model_names{};
+  // False when the scheduler ignores priorities (anything but --scheduling-policy priority):
+  // a request with a non-zero "priority" then gets 400 instead of being silently reordered
+  // or not.
+  bool allow_priority = true;
 };
 
-// body: the raw request body. Throws ApiError.
+// Deepest nesting of arrays and objects a request body may have; the body object itself is
+// level 1. OpenAI requests need 4 ({"messages": [{"content": [{...}]}]}).
+inline constexpr int kMaxJsonDepth = 64;
+
+// body: the raw request body. Throw ApiError (and nothing else).
 ApiRequest parse_completion_request(const std::string& body, const ApiContext& ctx);
 ApiRequest parse_chat_request(const std::string& body, const ApiContext& ctx);
 
-// Parses a JSON object body, with a 400 ApiError for malformed JSON or a non-object.
-nlohmann::json parse_json_object(const std::string& body);
+// POST /tokenize: {"prompt": "..."} (or "content"), optional "add_special_tokens" (or
+// "add_special"; default true; when both are given "add_special" wins).
+struct TokenizeRequest {
+  std::string text;
+  bool add_special = true;
+};
+TokenizeRequest parse_tokenize_request(const std::string& body);
+// The ids /tokenize answers with: with add_special, BOS (when the model adds one) and special
+// tokens written in the text ("<s>") as their ids; without, plain text only.
+std::vector<int32_t> tokenize(const Tokenizer& tok, const TokenizeRequest& req);
+
+// POST /detokenize: {"tokens": [ids]}, every id in [0, vocab_size). The text to answer with
+// is tok.decode(tokens) (in both "prompt" and "content").
+struct DetokenizeRequest {
+  std::vector<int32_t> tokens;
+};
+DetokenizeRequest parse_detokenize_request(const std::string& body, int vocab_size);
+
+// Parses a JSON object body with the nesting limit above: 400 ApiError for malformed JSON
+// (naming the byte offset), nesting deeper than kMaxJsonDepth, or a value that is not an
+// object.
+nlohmann::json parse_json_object(std::string_view body);
+
+// A client's JSON value for an error message, bounded in size whatever the value: numbers,
+// booleans and null as JSON, strings as a quoted excerpt, arrays and objects by their type
+// ("an array of 3 elements").
+std::string describe_json(const nlohmann::json& v);
 
 }  // namespace lift

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -19,13 +20,15 @@ struct CliRun {
   std::string out;  // stdout and stderr together
 };
 
-CliRun run(const std::string& args, const std::string& input = "") {
+// Runs `lift ARGS` (or, with raw, the command line ARGS itself) with `input` on stdin.
+CliRun run(const std::string& args, const std::string& input = "", bool raw = false) {
   // One input file per process and call: ctest runs these tests in parallel processes.
   static int calls = 0;
   const std::string in_file = ::testing::TempDir() + "lift-cli-input-" +
                               std::to_string(::getpid()) + "-" + std::to_string(++calls) + ".txt";
   std::ofstream(in_file) << input;
-  const std::string cmd = test::lift_binary() + " " + args + " < " + in_file + " 2>&1";
+  const std::string cmd =
+      (raw ? args : test::lift_binary() + " " + args) + " < " + in_file + " 2>&1";
   CliRun r{0, {}};
   FILE* p = popen(cmd.c_str(), "r");
   std::array<char, 4096> buf;
@@ -97,6 +100,89 @@ TEST(E2ECli, BadInputGivesClearErrors) {
   r = run("generate " + kModel + " -p hi --top-p 7");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.out.find("top_p"), std::string::npos) << r.out;
+}
+
+// A small model whose context (512) is shorter than bench hol's default 2000-token prompt,
+// written once per process by `lift make-model` (which must accept --heads without
+// --kv-heads).
+const std::string& short_context_model() {
+  static const std::string path = [] {
+    const std::string p =
+        ::testing::TempDir() + "lift-cli-ctx512-" + std::to_string(::getpid()) + ".gguf";
+    const CliRun r = run("make-model -o " + p +
+                         " --dim 64 --layers 1 --heads 4 --ffn 64 --type F32 --context 512"
+                         " --vocab-from " +
+                         test::model_path("stories260K/stories260K.gguf"));
+    EXPECT_EQ(r.status, 0) << r.out;
+    return p;
+  }();
+  return path;
+}
+
+// A failure a user can act on: a non-zero exit and lift's own message, never the runtime's
+// "terminate called ..." (an exception escaping a thread, or a joinable thread destroyed
+// while an exception unwinds).
+void expect_clean_failure(const CliRun& r, const std::string& needle) {
+  EXPECT_NE(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("lift: error: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(needle), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("terminate called"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("fatal error"), std::string::npos) << r.out;
+}
+
+TEST(E2ECli, BenchHolOnAShortContextModelSaysWhatToChange) {
+  const CliRun r = run("bench hol -m " + short_context_model());
+  expect_clean_failure(r, "--long-len 2000 does not fit this model's context of 512 tokens");
+  EXPECT_NE(r.out.find("--long-len 511 or less"), std::string::npos) << r.out;
+  const CliRun t = run("bench throughput -m " + short_context_model() +
+                       " --input-len 500 --output-len 100 --num-prompts 1");
+  expect_clean_failure(t, "context of 512");
+  const CliRun m = run("bench model -m " + short_context_model() + " -p 600 -n 4 -r 1 --no-probes");
+  expect_clean_failure(m, "-p 600 needs 600 positions");
+}
+
+TEST(E2ECli, BenchHolFailingWhileStreamsAreBeingWatched) {
+  // The decoding stream fits the KV cache (1 + 127 + 1 blocks), the long prompt (128 blocks
+  // + 2) does not: add_request throws while the decoder's watcher thread runs. That used to
+  // end in std::terminate.
+  const CliRun r = run("bench hol " + kModel +
+                       " --decoders 1 --long-len 2040 --kv-cache-memory 2641920 --max-seqs 4");
+  expect_clean_failure(r, "KV blocks");
+}
+
+TEST(E2ECli, MissingModelFileEveryCommand) {
+  const std::string missing = " -m /nonexistent/model.gguf";
+  for (const std::string cmd :
+       {"generate -p hi", "chat", "bench hol", "bench throughput --num-prompts 1",
+        "bench model -r 1 --no-probes", "serve --port 0"}) {
+    SCOPED_TRACE(cmd);
+    expect_clean_failure(run("timeout 120 " + test::lift_binary() + " " + cmd + missing, "", true),
+                         "cannot open model file");
+  }
+}
+
+TEST(E2ECli, CorruptModelFile) {
+  const std::string dir = ::testing::TempDir();
+  const std::string truncated = dir + "lift-cli-truncated-" + std::to_string(::getpid()) + ".gguf";
+  const std::string garbage = dir + "lift-cli-garbage-" + std::to_string(::getpid()) + ".gguf";
+  {
+    std::ifstream in(test::model_path("stories260K/stories260K.gguf"), std::ios::binary);
+    std::string bytes(20000, '\0');
+    in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    std::ofstream(truncated, std::ios::binary) << bytes;  // the header, then part of the data
+    std::string junk = "GGUF";
+    for (int i = 0; i < 4096; ++i) junk += static_cast<char>((i * 7919 + 13) & 0xFF);
+    std::ofstream(garbage, std::ios::binary) << junk;
+  }
+  for (const std::string& path : {truncated, garbage}) {
+    for (const std::string cmd : {"generate -p hi", "bench hol", "chat"}) {
+      SCOPED_TRACE(cmd + " on " + path);
+      const CliRun r = run(cmd + " -m " + path);
+      expect_clean_failure(r, path);
+    }
+  }
+  std::filesystem::remove(truncated);
+  std::filesystem::remove(garbage);
 }
 
 }  // namespace

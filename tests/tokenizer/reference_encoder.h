@@ -1,0 +1,119 @@
+// A deliberately simple SentencePiece-BPE encoder, written from the rules in
+// tokenizer/tokenizer.h without any of Tokenizer::encode's machinery (no heap, no linked list,
+// no special-token index), to cross-check it: the tokenizer tests compare the two on random
+// text, and fuzz/fuzz_tokenizer.cpp on whatever libFuzzer finds. O(n^2) merges over the text
+// and a scan of every special token at every position: for short texts only.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/utf8.h"
+#include "util/error.h"
+
+namespace lift::test {
+
+class ReferenceEncoder {
+ public:
+  explicit ReferenceEncoder(const Tokenizer& tok) : v_(tok.vocab()) {
+    for (int32_t id = 0; id < v_.size(); ++id) {
+      const TokenType t = v_.type(id);
+      if (v_.text(id).empty()) continue;
+      if (t == TokenType::kUserDefined) specials_.push_back({id, true});
+      if (t == TokenType::kControl || t == TokenType::kUnknown) specials_.push_back({id, false});
+    }
+  }
+
+  // Tokenizer::encode(text, add_bos, parse_special, add_eos), the slow way.
+  std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special,
+                              bool add_eos = false) const {
+    std::vector<int32_t> out;
+    if (add_bos && v_.bos_id() >= 0) out.push_back(v_.bos_id());
+    bool after_special = true;
+    size_t pos = 0;
+    while (pos < text.size()) {
+      // The leftmost special token, the longest there, the lowest id among equals.
+      size_t at = text.size();
+      int32_t best = -1;
+      for (size_t i = pos; i < text.size() && best < 0; ++i) {
+        for (const Special& s : specials_) {
+          if (!s.always && !parse_special) continue;
+          const std::string_view st = v_.text(s.id);
+          if (!text.substr(i).starts_with(st)) continue;
+          if (best < 0 || st.size() > v_.text(best).size() ||
+              (st.size() == v_.text(best).size() && s.id < best)) {
+            best = s.id;
+          }
+        }
+        if (best >= 0) at = i;
+      }
+      if (at > pos) {
+        encode_fragment(text.substr(pos, at - pos), after_special, out);
+        after_special = false;
+      }
+      if (best < 0) break;
+      out.push_back(best);
+      after_special = true;
+      pos = at + v_.text(best).size();
+    }
+    if (add_eos && v_.eos_id() >= 0) out.push_back(v_.eos_id());
+    return out;
+  }
+
+  // One fragment between special tokens: escape, split into characters, merge the best pair
+  // (highest score, leftmost) until none merges, then byte fallback.
+  void encode_fragment(std::string_view text, bool space_prefix, std::vector<int32_t>& out) const {
+    std::string esc = space_prefix && v_.add_space_prefix() ? "\xE2\x96\x81" : "";
+    for (const char c : text) esc += c == ' ' ? std::string("\xE2\x96\x81") : std::string(1, c);
+    std::vector<std::string> sym;
+    for (size_t pos = 0; pos < esc.size();) {
+      const Utf8Sequence s = next_utf8(esc, pos);
+      const size_t len = s.status == Utf8Status::kValid ? s.length : 1;
+      sym.push_back(esc.substr(pos, len));
+      pos += len;
+    }
+    while (true) {
+      int best = -1;
+      float best_score = 0;
+      for (size_t i = 0; i + 1 < sym.size(); ++i) {
+        const int32_t id = v_.find_mergeable(sym[i] + sym[i + 1]);
+        if (id >= 0 && (best < 0 || v_.score(id) > best_score)) {
+          best = static_cast<int>(i);
+          best_score = v_.score(id);
+        }
+      }
+      if (best < 0) break;
+      sym[static_cast<size_t>(best)] += sym[static_cast<size_t>(best) + 1];
+      sym.erase(sym.begin() + best + 1);
+    }
+    for (const std::string& s : sym) {
+      const int32_t id = v_.find_mergeable(s);
+      if (id >= 0) {
+        out.push_back(id);
+        continue;
+      }
+      bool all_bytes = true;
+      for (const char c : s) all_bytes = all_bytes && v_.byte_token(static_cast<uint8_t>(c)) >= 0;
+      if (all_bytes) {
+        for (const char c : s) out.push_back(v_.byte_token(static_cast<uint8_t>(c)));
+      } else if (v_.unk_id() >= 0) {
+        out.push_back(v_.unk_id());
+      } else {
+        throw Error("reference encoder: no token for a character");
+      }
+    }
+  }
+
+ private:
+  struct Special {
+    int32_t id;
+    bool always;  // user-defined: atomic even without parse_special
+  };
+  const Vocab& v_;
+  std::vector<Special> specials_;
+};
+
+}  // namespace lift::test
