@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds lift and runs every test, in timed stages:
-#   1. g++ Release build, warnings as errors, every test under ctest -j2
+#   1. g++ Release build, warnings as errors, every test under ctest -j2; then its tests on
+#      every kernel path (LIFT_ISA) and on emulated CPUs without AVX-512 / AVX (qemu-user)
 #   2. black-box HTTP tests of `lift serve` (stage 1's binary) with the OpenAI Node SDK
 #   3. clang-14 build with AddressSanitizer + UndefinedBehaviorSanitizer, library unit tests
 #   4. libFuzzer, two targets at a time: the GGUF reader 60 s; the HTTP request parser, the
@@ -39,6 +40,13 @@ for isa in scalar avx2 avx512; do
   LIFT_ISA=$isa build/ci-gcc/lift_tests --gtest_brief=1 \
     --gtest_filter='Kernel*:KvTypes/Attention*:Models/ForwardExactness*:LlamaCppReference*:E2EGolden*:PagedKv*:E2EEngineKinds*'
 done
+
+stage "one binary on every x86-64: linkage check, qemu without AVX-512 and without AVX"
+# Stage 1's binaries under qemu-user: -cpu Haswell (AVX2, no AVX-512) must pick the avx2
+# kernels, -cpu Nehalem (SSE4.2 only) the scalar ones, and neither may hit an illegal
+# instruction; first a check that no object built with -m flags shares a weak function with
+# other code (scripts/check_isa_linkage.sh).
+bash scripts/qemu_tests.sh build/ci-gcc
 
 stage "HTTP tests (OpenAI Node SDK)"
 # Starts `lift serve` instances on loopback ports and runs tests/http/*.test.mjs under node --test.
