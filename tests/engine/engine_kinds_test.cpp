@@ -9,6 +9,7 @@
 
 #include "engine/engine.h"
 #include "engine_test_util.h"
+#include "test_compare.h"
 
 namespace lift {
 namespace {
@@ -23,9 +24,9 @@ EngineConfig config(size_t kv_blocks) { return test::small_engine_config(kv_bloc
 struct Result {
   std::vector<int32_t> tokens;
   std::vector<float> logprobs;
+  // Bitwise, and never on nothing or on NaN (memcmp would accept both).
   bool operator==(const Result& o) const {
-    return tokens == o.tokens && logprobs.size() == o.logprobs.size() &&
-           std::memcmp(logprobs.data(), o.logprobs.data(), logprobs.size() * 4) == 0;
+    return !tokens.empty() && tokens == o.tokens && test::same_bits(logprobs, o.logprobs);
   }
 };
 

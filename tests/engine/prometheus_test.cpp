@@ -26,7 +26,7 @@ TEST(Prometheus, SuccessCounterByFinishReasonAndRequestGauges) {
   m.prefix_queries = 40;
   m.prefix_hits = 32;
   ServerCounters s;
-  s.requests_ok = 100;
+  s.requests_aborted = 100;  // the server's own counter: never a success
   const std::string t = render_prometheus(m, s);
   EXPECT_TRUE(has_line(t, "# TYPE lift:request_success_total counter")) << t;
   EXPECT_TRUE(has_line(t, "lift:request_success_total{finished_reason=\"stop\"} 4")) << t;

@@ -29,7 +29,10 @@ std::vector<float> random_logits(int vocab, uint64_t seed, float scale = 4.0f) {
 
 std::vector<double> softmax(const std::vector<float>& logits, double temperature = 1.0) {
   double mx = -std::numeric_limits<double>::infinity();
-  for (float v : logits) mx = std::max(mx, static_cast<double>(v));
+  for (float v : logits) {
+    EXPECT_FALSE(std::isnan(v));  // std::max would drop it
+    mx = std::max(mx, static_cast<double>(v));
+  }
   std::vector<double> p(logits.size());
   double sum = 0.0;
   for (size_t i = 0; i < logits.size(); ++i) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <stdexcept>
@@ -79,7 +80,7 @@ struct Paged {
       }
     }
     const auto vocab = static_cast<size_t>(model.config().n_vocab);
-    std::vector<float> logits(rows.size() * vocab);
+    std::vector<float> logits = test::unwritten_floats(rows.size() * vocab);
     model.forward(backend, ForwardBatch{tok, pos, tables, rows}, kv, logits.data());
     forwarded += tok.size();
     std::vector<std::vector<float>> out(seqs.size());
@@ -102,6 +103,8 @@ struct Paged {
 };
 
 int32_t greedy(const std::vector<float>& logits) {
+  // max_element would pick around a NaN silently: a NaN logit fails the test instead.
+  for (float x : logits) EXPECT_TRUE(std::isfinite(x)) << "non-finite logit";
   return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
 
 namespace lift::http {
 
@@ -139,7 +140,8 @@ HeadResult parse_head(std::string_view in, const ParseLimits& limits, Request& r
   req.headers.clear();
 
   HeadResult r;
-  const std::string* content_length = nullptr;
+  // An index, not a pointer: later headers may move the vector's elements.
+  std::optional<size_t> content_length;
   bool chunked = false, has_te = false, close = false, keep_alive = false;
   while (next_line(head, pos, line) && !line.empty()) {
     if (line[0] == ' ' || line[0] == '\t') return error(400, "obsolete header line folding");
@@ -158,8 +160,10 @@ HeadResult parse_head(std::string_view in, const ParseLimits& limits, Request& r
     req.headers.emplace_back(std::string(name), std::string(value));
     const std::string& v = req.headers.back().second;
     if (iequals(name, "Content-Length")) {
-      if (content_length && *content_length != v) return error(400, "conflicting Content-Length");
-      content_length = &v;
+      if (content_length && req.headers[*content_length].second != v) {
+        return error(400, "conflicting Content-Length");
+      }
+      content_length = req.headers.size() - 1;
     } else if (iequals(name, "Transfer-Encoding")) {
       has_te = true;
       // Only "chunked", and only as the last coding, frames a request body (§6.3).
@@ -186,8 +190,9 @@ HeadResult parse_head(std::string_view in, const ParseLimits& limits, Request& r
   if (chunked) {
     r.framing = BodyFraming::chunked;
   } else if (content_length) {
-    if (!parse_size(*content_length, r.content_length))
+    if (!parse_size(req.headers[*content_length].second, r.content_length)) {
       return error(400, "malformed Content-Length");
+    }
     if (r.content_length > limits.max_body_bytes) {
       return error(413, "the request body is larger than " + std::to_string(limits.max_body_bytes) +
                             " bytes");
