@@ -76,11 +76,15 @@ http::Reply reply(http::Response r) {
   return out;
 }
 
+std::optional<http::Response> loading(const Api& a) {
+  if (!a.ready) return error_response(503, "the model is still loading", "server_error");
+  return std::nullopt;
+}
+
 // The model is loading (503), or the server is draining (503); nullopt when it may serve.
 std::optional<http::Response> unavailable(const Api& a) {
   if (a.draining) return error_response(503, "the server is shutting down", "server_error");
-  if (!a.ready) return error_response(503, "the model is still loading", "server_error");
-  return std::nullopt;
+  return loading(a);
 }
 
 ApiContext api_context(const Api& a) {
@@ -231,8 +235,7 @@ void install_routes(Api& a, http::Server& s) {
   s.route(
       "GET", "/v1/models",
       [&a](const http::Request&) {
-        if (!a.ready)
-          return reply(error_response(503, "the model is still loading", "server_error"));
+        if (auto r = loading(a)) return reply(std::move(*r));
         json data = json::array();
         for (const auto& name : a.model_names) {
           data.push_back({{"id", name},
@@ -248,8 +251,7 @@ void install_routes(Api& a, http::Server& s) {
   s.route(
       "GET", "/metrics",
       [&a](const http::Request&) {
-        if (!a.ready)
-          return reply(error_response(503, "the model is still loading", "server_error"));
+        if (auto r = loading(a)) return reply(std::move(*r));  // metrics go on while draining
         ServerCounters c;
         {
           std::lock_guard<std::mutex> lock(a.counters_mu);
