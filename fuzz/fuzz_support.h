@@ -39,14 +39,13 @@ inline void check(bool ok, const char* what, std::string_view detail = {}) {
 
 // The vocabularies the tokenizer targets cycle through, as paths under the models folder:
 // SentencePiece Llama (32000 tokens, every byte token), Phi-3 (user-defined and control
-// tokens such as <|user|>), stories260K (512 tokens, the model the tests serve) and Baichuan
-// (a large CJK vocabulary).
+// tokens such as <|user|>), stories260K (512 tokens, the model the tests serve), Baichuan
+// (a large CJK vocabulary) and Gemma 3 (262k tokens, many user-defined ones).
 inline const std::vector<std::string>& vocab_files() {
   static const std::vector<std::string> v = {
-      "vocab/ggml-vocab-llama-spm.gguf",
-      "vocab/ggml-vocab-phi-3.gguf",
-      "stories260K/stories260K.gguf",
-      "vocab/ggml-vocab-baichuan.gguf",
+      "vocab/ggml-vocab-llama-spm.gguf", "vocab/ggml-vocab-phi-3.gguf",
+      "stories260K/stories260K.gguf",    "vocab/ggml-vocab-baichuan.gguf",
+      "vocab/ggml-vocab-gemma3.gguf",
   };
   return v;
 }
@@ -54,7 +53,7 @@ inline const std::vector<std::string>& vocab_files() {
 // ---- Input layouts -----------------------------------------------------------------------------
 
 // fuzz_tokenizer: [flags][text...]; flags bit 0 add_bos, bit 1 parse_special, bit 2 add_eos,
-// bits 4-5 the vocabulary (index into vocab_files()).
+// bits 4-6 the vocabulary (index into vocab_files(), modulo its size).
 struct TokenizerInput {
   size_t vocab = 0;
   bool add_bos = false, parse_special = false, add_eos = false;
@@ -66,14 +65,15 @@ inline TokenizerInput read_tokenizer_input(const uint8_t* data, size_t size) {
   in.add_bos = data[0] & 1;
   in.parse_special = data[0] & 2;
   in.add_eos = data[0] & 4;
-  in.vocab = (data[0] >> 4) & 3;
+  in.vocab = ((data[0] >> 4) & 7) % vocab_files().size();
   in.text = std::string_view(reinterpret_cast<const char*>(data) + 1, size - 1);
   return in;
 }
 
 // fuzz_stream_decoder: [flags][id as 2 bytes little-endian, modulo the vocabulary size]...;
 // flags bit 0 special (control tokens shown), bit 1 at_start, bit 2 also push one id out of
-// range (must throw lift::Error), bits 4-5 the vocabulary.
+// range (must throw lift::Error), bits 4-6 the vocabulary (modulo the number of them). Ids of
+// more than 16 bits (Gemma 3) come from 3 bytes where bit 3 of the flags is set.
 struct DecoderInput {
   size_t vocab = 0;
   bool special = false, at_start = true, out_of_range = false;
@@ -85,18 +85,20 @@ inline DecoderInput read_decoder_input(const uint8_t* data, size_t size) {
   in.special = data[0] & 1;
   in.at_start = data[0] & 2;
   in.out_of_range = data[0] & 4;
-  in.vocab = (data[0] >> 4) & 3;
-  for (size_t i = 1; i + 1 < size; i += 2) {
-    in.raw_ids.push_back(static_cast<uint32_t>(data[i]) |
-                         (static_cast<uint32_t>(data[i + 1]) << 8));
+  const size_t width = data[0] & 8 ? 3 : 2;
+  in.vocab = ((data[0] >> 4) & 7) % vocab_files().size();
+  for (size_t i = 1; i + width <= size; i += width) {
+    uint32_t id = 0;
+    for (size_t k = 0; k < width; ++k) id |= static_cast<uint32_t>(data[i + k]) << (8 * k);
+    in.raw_ids.push_back(id);
   }
   return in;
 }
 inline std::string write_decoder_input(uint8_t flags, const std::vector<uint32_t>& ids) {
   std::string s(1, static_cast<char>(flags));
+  const size_t width = flags & 8 ? 3 : 2;
   for (uint32_t id : ids) {
-    s.push_back(static_cast<char>(id & 0xFF));
-    s.push_back(static_cast<char>((id >> 8) & 0xFF));
+    for (size_t k = 0; k < width; ++k) s.push_back(static_cast<char>((id >> (8 * k)) & 0xFF));
   }
   return s;
 }

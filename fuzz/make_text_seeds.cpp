@@ -250,7 +250,9 @@ void chat_templates(Corpus& c) {
 void tokenizer_texts(Corpus& c, const fs::path& models) {
   // Vocabulary indices as in fuzz_support.h's vocab_files().
   const std::vector<std::pair<std::string, uint8_t>> files = {
-      {"vocab/ggml-vocab-llama-spm.gguf.inp", 0}, {"vocab/ggml-vocab-phi-3.gguf.inp", 1}};
+      {"vocab/ggml-vocab-llama-spm.gguf.inp", 0},
+      {"vocab/ggml-vocab-phi-3.gguf.inp", 1},
+      {"vocab/ggml-vocab-gemma3.gguf.inp", 4}};
   std::vector<std::string> texts = {"<s>Hello</s>", "<|user|>\nHi<|end|>\n<|assistant|>",
                                     "Once upon a time", std::string("nul \0 inside", 12),
                                     "\xE2\x96\x81 lower one eighth block"};
@@ -264,7 +266,7 @@ void tokenizer_texts(Corpus& c, const fs::path& models) {
     }
   }
   for (const std::string& t : texts) {
-    for (uint8_t vocab = 0; vocab < 4; ++vocab) {
+    for (uint8_t vocab = 0; vocab < 5; ++vocab) {
       for (const int flags : {0, 3, 7})
         c.add(std::string(1, static_cast<char>((vocab << 4) | flags)) + t);
     }
@@ -273,7 +275,9 @@ void tokenizer_texts(Corpus& c, const fs::path& models) {
 
 void decoder_ids(Corpus& c, const fs::path& models) {
   const std::vector<std::pair<std::string, uint8_t>> files = {
-      {"vocab/ggml-vocab-llama-spm.gguf.out", 0}, {"vocab/ggml-vocab-phi-3.gguf.out", 1}};
+      {"vocab/ggml-vocab-llama-spm.gguf.out", 0},
+      {"vocab/ggml-vocab-phi-3.gguf.out", 1},
+      {"vocab/ggml-vocab-gemma3.gguf.out", 4}};
   for (const auto& [file, vocab] : files) {
     const fs::path p = models / file;
     if (!fs::exists(p)) continue;
@@ -283,8 +287,10 @@ void decoder_ids(Corpus& c, const fs::path& models) {
       std::istringstream ss(line);
       for (uint32_t id; ss >> id;) ids.push_back(id);
       if (ids.empty() || ids.size() > 200) continue;
-      // Alternate the flags: at_start (bit 1), special (bit 0), an out-of-range push (bit 2).
-      const auto flags = static_cast<uint8_t>((vocab << 4) | (line_no++ % 8));
+      // Alternate the flags: at_start (bit 1), special (bit 0), an out-of-range push (bit 2);
+      // 3-byte ids (bit 3) for the vocabularies above 65536 tokens.
+      const auto flags =
+          static_cast<uint8_t>((vocab << 4) | (line_no++ % 8) | (vocab == 4 ? 8 : 0));
       c.add(lift::fuzz::write_decoder_input(flags, ids));
     }
   }

@@ -1,11 +1,13 @@
 // A deliberately simple SentencePiece-BPE encoder, written from the rules in
 // tokenizer/tokenizer.h without any of Tokenizer::encode's machinery (no heap, no linked list,
-// no special-token index), to cross-check it: the tokenizer tests compare the two on random
-// text, and fuzz/fuzz_tokenizer.cpp on whatever libFuzzer finds. O(n^2) merges over the text
-// and a scan of every special token at every position: for short texts only.
+// no special-token index by first byte), to cross-check it: the tokenizer tests compare the two
+// on random text, and fuzz/fuzz_tokenizer.cpp on whatever libFuzzer finds. O(n^2) merges over
+// the text and a lookup of every length at every position: for short texts only.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,11 +21,15 @@ namespace lift::test {
 class ReferenceEncoder {
  public:
   explicit ReferenceEncoder(const Tokenizer& tok) : v_(tok.vocab()) {
-    for (int32_t id = 0; id < v_.size(); ++id) {
+    for (int32_t id = 0; id < v_.size(); ++id) {  // ascending: the lowest id of a text stays
       const TokenType t = v_.type(id);
-      if (v_.text(id).empty()) continue;
-      if (t == TokenType::kUserDefined) specials_.push_back({id, true});
-      if (t == TokenType::kControl || t == TokenType::kUnknown) specials_.push_back({id, false});
+      const std::string_view text = v_.text(id);
+      if (text.empty()) continue;
+      if (t == TokenType::kUserDefined) always_.emplace(text, id);
+      if (t == TokenType::kUserDefined || t == TokenType::kControl || t == TokenType::kUnknown) {
+        any_.emplace(text, id);
+        max_special_ = std::max(max_special_, text.size());
+      }
     }
   }
 
@@ -36,17 +42,13 @@ class ReferenceEncoder {
     size_t pos = 0;
     while (pos < text.size()) {
       // The leftmost special token, the longest there, the lowest id among equals.
+      const auto& specials = parse_special ? any_ : always_;
       size_t at = text.size();
       int32_t best = -1;
       for (size_t i = pos; i < text.size() && best < 0; ++i) {
-        for (const Special& s : specials_) {
-          if (!s.always && !parse_special) continue;
-          const std::string_view st = v_.text(s.id);
-          if (!text.substr(i).starts_with(st)) continue;
-          if (best < 0 || st.size() > v_.text(best).size() ||
-              (st.size() == v_.text(best).size() && s.id < best)) {
-            best = s.id;
-          }
+        for (size_t len = std::min(max_special_, text.size() - i); len > 0 && best < 0; --len) {
+          const auto it = specials.find(text.substr(i, len));
+          if (it != specials.end()) best = it->second;
         }
         if (best >= 0) at = i;
       }
@@ -108,12 +110,11 @@ class ReferenceEncoder {
   }
 
  private:
-  struct Special {
-    int32_t id;
-    bool always;  // user-defined: atomic even without parse_special
-  };
   const Vocab& v_;
-  std::vector<Special> specials_;
+  // Special tokens by text (the lowest id of each text): user-defined ones, atomic even
+  // without parse_special, and all of them.
+  std::map<std::string_view, int32_t> always_, any_;
+  size_t max_special_ = 0;
 };
 
 }  // namespace lift::test
