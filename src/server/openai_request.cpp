@@ -347,9 +347,11 @@ std::string describe_json(const json& v) {
     case json::value_t::string:
       return "the string \"" + excerpt(v.get_ref<const std::string&>()) + "\"";
     case json::value_t::array:
-      return v.empty() ? "an empty array" : "an array of " + std::to_string(v.size()) + " elements";
+      if (v.empty()) return "an empty array";
+      return "an array of " + std::to_string(v.size()) + (v.size() == 1 ? " element" : " elements");
     case json::value_t::object:
-      return v.empty() ? "an empty object" : "an object with " + std::to_string(v.size()) + " keys";
+      if (v.empty()) return "an empty object";
+      return "an object with " + std::to_string(v.size()) + (v.size() == 1 ? " key" : " keys");
     case json::value_t::binary:
       return "binary data";
     case json::value_t::discarded:

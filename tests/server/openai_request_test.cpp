@@ -179,7 +179,8 @@ TEST(OpenAiRequestErrors, ExcerptsAreValidUtf8AndShort) {
             "b");
   EXPECT_EQ(excerpt("a\tb\x7F"), "a b ");
   EXPECT_EQ(describe_json(json::array({1, 2})), "an array of 2 elements");
-  EXPECT_EQ(describe_json(json::parse(R"({"a": 1})")), "an object with 1 keys");
+  EXPECT_EQ(describe_json(json::parse(R"({"a": 1})")), "an object with 1 key");
+  EXPECT_EQ(describe_json(json::array({1})), "an array of 1 element");
   EXPECT_EQ(describe_json(json(2.5)), "2.5");
   EXPECT_EQ(describe_json(json("ten")), "the string \"ten\"");
 }
