@@ -38,7 +38,8 @@ struct Api {
   std::atomic<bool> draining{false};
   std::unique_ptr<LlamaModel> model;
   std::unique_ptr<Tokenizer> tok;
-  std::unique_ptr<Engine> engine;
+  std::unique_ptr<Engine> engine;  // set (and started) under engine_mu, read after ready
+  std::mutex engine_mu;
   ChatTemplate chat;
   std::vector<std::string> model_names;  // the first one is the id responses carry
   std::atomic<size_t> in_flight{0};
@@ -332,7 +333,10 @@ int run_server(const ServerOptions& opts) {
     }).detach();
     const auto deadline = Clock::now() + std::chrono::seconds(opts.shutdown_grace_seconds);
     while (a->in_flight.load() > 0 && Clock::now() < deadline) std::this_thread::sleep_for(20ms);
-    if (a->engine) a->engine->stop();  // aborts whatever is left; their responses end
+    {
+      std::lock_guard<std::mutex> lock(a->engine_mu);
+      if (a->engine) a->engine->stop();  // aborts whatever is left; their responses end
+    }
     srv.stop(2000ms);
   });
 
@@ -342,11 +346,17 @@ int run_server(const ServerOptions& opts) {
       a->model = LlamaModel::load(opts.model_path);
       a->tok = std::make_unique<Tokenizer>(Tokenizer::from_gguf(a->model->file()));
       a->chat = choose_chat_template(a->model->file(), opts.chat_template);
-      a->engine = std::make_unique<Engine>(*a->model, *a->tok, opts.engine);
-      std::fprintf(stderr, "%s", a->engine->memory_plan().c_str());
+      auto engine = std::make_unique<Engine>(*a->model, *a->tok, opts.engine);
+      std::fprintf(stderr, "%s", engine->memory_plan().c_str());
       std::fprintf(stderr, "lift: %s\n", a->chat.note.c_str());
-      a->engine->start();
-      a->ready = true;
+      {
+        // A shutdown that began while the model loaded has already stopped everything else.
+        std::lock_guard<std::mutex> lock(a->engine_mu);
+        if (a->draining) return;
+        a->engine = std::move(engine);
+        a->engine->start();
+        a->ready = true;
+      }
       std::fprintf(stderr,
                    "lift: ready; %zu requests may run or wait at once, model names: ", a->capacity);
       for (size_t i = 0; i < a->model_names.size(); ++i) {

@@ -125,6 +125,16 @@ describe('origins, hosts and hostile bodies (default server: loopback, no key)',
     const pipe = await rawHttp(srv, [raw('GET', '/health') + raw('POST', '/v1/completions', { body }) +
       raw('GET', '/health', { headers: { Connection: 'close' } })]);
     assert.deepEqual(statuses(pipe.text), [200, 200, 200]);
+    // Generations pipelined behind each other each get their own answer, once.
+    const first = JSON.stringify({ ...ok, prompt: 'Once upon a time', max_tokens: 1 });
+    const second = JSON.stringify({ ...ok, prompt: 'Tom and Sue went to the park to play', max_tokens: 2 });
+    for (let i = 0; i < 10; ++i) {
+      const two = await rawHttp(srv, [raw('POST', '/v1/completions', { body: first }) +
+        raw('POST', '/v1/completions', { body: second, headers: { Connection: 'close' } })]);
+      assert.deepEqual(statuses(two.text), [200, 200], two.text.slice(0, 300));
+      const usage = [...two.text.matchAll(/"completion_tokens":(\d+)/g)].map((m) => Number(m[1]));
+      assert.deepEqual(usage, [1, 2], `answers out of order or repeated: ${two.text.slice(0, 600)}`);
+    }
     // Thousands of pipelined requests in one write are answered in order, none lost.
     const many = raw('GET', '/health').repeat(20000) + raw('GET', '/health', { headers: { Connection: 'close' } });
     const burst = await rawHttp(srv, [many], { timeoutMs: 30000 });

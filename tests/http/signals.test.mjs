@@ -87,8 +87,9 @@ describe('draining', () => {
   it('a second SIGTERM exits at once, whatever is in flight', T, async () => {
     const srv = await startServer({ model: STORIES, args: ['--shutdown-grace', '30'] });
     try {
+      // 8 samples of 1,900 tokens: far longer than the half second before the second signal.
       const plain = post(srv, '/v1/completions', {
-        model: 'm', prompt: 'Once', max_tokens: 1900, temperature: 1, ignore_eos: true,
+        model: 'm', prompt: 'Once', max_tokens: 1900, n: 8, temperature: 1, ignore_eos: true,
       }, { timeoutMs: 20000 }).catch(() => null);
       await sleep(200);
       srv.stopping = true;

@@ -33,6 +33,7 @@ constexpr Millis kTick{100};
 constexpr Millis kLinger{1000};      // how long a closing connection may drain its request
 constexpr Millis kEvictAfter{1000};  // idle time after which a connection may be evicted
 constexpr size_t kReadChunk = 64 * 1024;
+constexpr int kMaxReadsPerEvent = 16;  // then other connections get their turn
 // epoll tags beside connection ids (which count up from 1).
 constexpr uint64_t kListenTag = ~uint64_t{0};
 constexpr uint64_t kWakeTag = ~uint64_t{0} - 1;
@@ -261,10 +262,14 @@ struct Server::Impl {
 
   // What the connection should wait for now.
   void update_events(Conn& c) {
-    uint32_t ev = EPOLLRDHUP;
+    uint32_t ev = 0;
     const bool reading = c.state == ConnState::idle || c.state == ConnState::head ||
                          c.state == ConnState::body || c.state == ConnState::closing;
-    if (reading && !c.peer_closed && c.pending() <= limits.max_pending_output) ev |= EPOLLIN;
+    if (!reading) {
+      ev |= EPOLLRDHUP;  // waiting on a handler or a source: a hang-up aborts the request
+    } else if (!c.peer_closed && c.pending() <= limits.max_pending_output) {
+      ev |= EPOLLIN | EPOLLRDHUP;
+    }  // else: reading paused until the client takes output (level-triggered: arm nothing)
     if (c.pending() > 0) ev |= EPOLLOUT;
     set_events(c, ev);
   }
@@ -305,6 +310,10 @@ struct Server::Impl {
       return false;
     }
     if (c.out_off == c.out.size()) {
+      if (c.pending() == 0 && !c.out.empty() && c.state == ConnState::idle) {
+        c.idle_since = Clock::now();  // idle from when the client had everything
+        c.deadline = c.idle_since + limits.idle_timeout;
+      }
       c.out.clear();
       c.out_off = 0;
     } else if (c.out_off > (size_t{1} << 16)) {
@@ -370,6 +379,7 @@ struct Server::Impl {
     c.status = 0;
     c.use = {};
     c.close_after = close;
+    if (close) c.in.clear();  // nothing more is read from a connection that is ending
     if (c.in.empty()) std::string().swap(c.in);  // an idle connection holds no buffers
     c.req.body = std::string();
     c.state = ConnState::idle;
@@ -445,17 +455,20 @@ struct Server::Impl {
   void on_readable_data(Conn& c) {
     const uint64_t id = c.id;
     for (;;) {
+      // A client that pipelines without reading waits until it takes some output.
+      if (c.state == ConnState::idle && c.pending() > limits.max_pending_output) return;
       advance(c);
       if (!conns.count(id)) return;
       if (c.state != ConnState::idle || c.in.empty() || c.close_after) return;
-      // A client that pipelines without reading waits until it takes some output.
-      if (c.pending() > limits.max_pending_output) return;
     }
   }
 
   // Moves the current request on as far as c.in allows; may respond, dispatch or close.
   void advance(Conn& c) {
     const uint64_t id = c.id;
+    // A request already with a worker or answering: nothing to move on (and never a second
+    // dispatch of the same request).
+    if (c.state == ConnState::handling || c.state == ConnState::responding) return;
     if (c.state == ConnState::closing || c.close_after) {
       c.in.clear();  // nothing more is read from a connection that is ending
       return;
@@ -537,14 +550,19 @@ struct Server::Impl {
   void on_readable(Conn& c) {
     const uint64_t id = c.id;
     // Read no more than the phase may need: a head's limit, or what the body still lacks.
+    int reads = 0;  // a fast sender gets a bounded turn, then the others
     for (;;) {
+      // A connection that is ending only has its bytes drained and dropped.
+      const bool discard = c.state == ConnState::closing || c.close_after;
+      if (discard) c.in.clear();
       size_t cap = kReadChunk;
-      if (c.state == ConnState::idle || c.state == ConnState::head) {
+      if (!discard && (c.state == ConnState::idle || c.state == ConnState::head)) {
         const size_t lim = limits.parse.max_head_bytes + 1;
         if (c.in.size() >= lim) break;
         cap = std::min(cap, lim - c.in.size());
       }
       if (c.state == ConnState::handling || c.state == ConnState::responding) break;
+      if (!discard && c.pending() > limits.max_pending_output) break;  // let it read first
       // Into the loop's buffer first: a connection keeps only the bytes it was sent.
       const ssize_t n = ::recv(c.fd, read_buf.data(), cap, MSG_DONTWAIT);
       if (n <= 0) {
@@ -558,11 +576,15 @@ struct Server::Impl {
         c.peer_closed = true;
         break;
       }
+      if (discard) {
+        if (static_cast<size_t>(n) < cap || ++reads >= kMaxReadsPerEvent) break;
+        continue;
+      }
       c.in.append(read_buf.data(), static_cast<size_t>(n));
       on_readable_data(c);
       if (!conns.count(id)) return;
       if (c.state == ConnState::handling || c.state == ConnState::responding) break;
-      if (static_cast<size_t>(n) < cap) break;
+      if (static_cast<size_t>(n) < cap || ++reads >= kMaxReadsPerEvent) break;
     }
     if (!conns.count(id)) return;
     if (c.peer_closed) {
@@ -661,7 +683,8 @@ struct Server::Impl {
     for (auto& [id, c] : conns) {
       if (c->pending() > 0 && now - c->last_progress > limits.write_timeout) {
         stalled.push_back(id);
-      } else if ((c->state == ConnState::idle || c->state == ConnState::closing) &&
+      } else if (((c->state == ConnState::idle && c->pending() == 0) ||
+                  c->state == ConnState::closing) &&
                  now > c->deadline) {
         expired.push_back(id);
       } else if ((c->state == ConnState::head || c->state == ConnState::body) &&
