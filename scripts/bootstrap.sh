@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config g++ clang-14 libclang-rt-14-dev lld-14
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcpp-httplib-dev
-  libxxhash-dev libcli11-dev clang-format-14 qemu-user
+  libxxhash-dev libcli11-dev libpcre2-dev clang-format-14 qemu-user python3-jinja2
 )
 missing=()
 for p in "${packages[@]}"; do
