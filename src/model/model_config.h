@@ -2,8 +2,10 @@
 // against the tensor shapes, so a file whose metadata and tensors disagree is refused early.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace lift {
 namespace gguf {
@@ -25,7 +27,23 @@ struct ModelConfig {
   float rope_base = 10000.0f;
   float rms_eps = 1e-5f;
 
+  // Sliding-window attention: on layer l, a token at position p attends only to positions
+  // q with p - q < window(l); window 0 means the whole context. The KV manager may release a
+  // sequence's blocks that every layer's window has left behind.
+  std::vector<int> layer_window;  // per layer; empty: every layer is global
+
   int kv_dim() const { return n_kv_heads * head_dim; }
+  int window(int layer) const {
+    return layer_window.empty() ? 0 : layer_window[static_cast<size_t>(layer)];
+  }
+  // How far back any layer still looks: the largest window when every layer has one, 0 when
+  // some layer is global (then no block of a sequence can be released early).
+  int kv_window() const {
+    if (layer_window.empty()) return 0;
+    int w = layer_window[0];
+    for (int x : layer_window) w = (x == 0 || w == 0) ? 0 : std::max(w, x);
+    return w;
+  }
 
   static ModelConfig from_gguf(const gguf::File& f);
 };
