@@ -1,16 +1,12 @@
-// SentencePiece-style BPE tokenizer over a GGUF vocabulary (tokenizer.ggml.model == "llama"),
-// behaving like llama.cpp's "spm" tokenizer:
+// Tokenizer over a GGUF vocabulary, behaving like llama.cpp's tokenizer for the same file:
 //
-//  * Encoding: the text is split into fragments around special tokens (see encode()); in each
-//    text fragment every ' ' becomes U+2581 "▁" and, when the vocabulary's add_space_prefix is
-//    set (the default), one "▁" is prepended to a fragment that starts the text or follows a
-//    special token. The fragment is split into UTF-8 characters (each byte of an ill-formed
-//    sequence is its own symbol), then the adjacent pair whose concatenation is a vocabulary
-//    token with the highest score is merged, repeatedly (ties: the leftmost pair). A final
-//    symbol that is not a token becomes its bytes' <0xXX> tokens (byte fallback), or one
-//    unknown token when the vocabulary lacks one of those byte tokens.
-//  * Decoding: token_to_piece() gives each token's text with "▁" turned back into ' ', and
-//    StreamDecoder turns a token stream into valid UTF-8 text piece by piece.
+//  * Encoding: the text is split into fragments around special tokens (see encode()); each
+//    text fragment is encoded by the vocabulary's model (one class per tokenizer.ggml.model):
+//    "llama" by SpmEncoder (SentencePiece BPE, spm_encoder.h), "gpt2" by BpeEncoder
+//    (byte-level BPE with a pre-tokenizer per tokenizer.ggml.pre, bpe_encoder.h).
+//  * Decoding: token_to_piece() gives each token's text (SentencePiece: "▁" turned back into
+//    ' '; byte-level: the raw bytes the token spells), and StreamDecoder turns a token stream
+//    into valid UTF-8 text piece by piece.
 //
 // A Tokenizer is immutable after construction; its const methods may be called from several
 // threads at once.
@@ -18,11 +14,13 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "tokenizer/fragment_encoder.h"
 #include "tokenizer/vocab.h"
 
 namespace lift {
@@ -46,7 +44,8 @@ class Tokenizer {
   std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special,
                               bool add_eos = false) const;
 
-  // The text of one token: normal tokens with "▁" -> ' ', byte tokens as their raw byte
+  // The text of one token: normal tokens with "▁" -> ' ' (SentencePiece) or as the bytes they
+  // spell (byte-level BPE, possibly not valid UTF-8 alone), byte tokens as their raw byte
   // (possibly not valid UTF-8 alone), control tokens empty and the unknown token " ⁇ "
   // (U+2047, as SentencePiece), or, with `special`, the literal text of control and unknown
   // tokens ("<s>"). User-defined tokens are returned verbatim. The view stays valid as long
@@ -67,14 +66,11 @@ class Tokenizer {
     size_t len;
     int32_t id;  // -1: no match
   };
-  struct Scratch;  // per-call work buffers, reused across the fragments of one text
   Match find_special(std::string_view text, size_t from, bool parse_special) const;
-  void encode_fragment(std::string_view fragment, bool space_prefix, Scratch& scratch,
-                       std::vector<int32_t>& out) const;
 
   Vocab vocab_;
+  std::unique_ptr<const FragmentEncoder> encoder_;
   std::vector<std::string> pieces_;  // decoded text per id (special = false)
-  size_t max_token_len_ = 0;         // longest mergeable token, in bytes
   // Special tokens sorted by first byte, then longest first; [first_[b], first_[b + 1]) are
   // those starting with byte b.
   std::vector<Special> specials_;
@@ -89,7 +85,8 @@ class Tokenizer {
 //    completes it;
 //  * each maximal subpart of an ill-formed sequence becomes one U+FFFD (see utf8.h), also an
 //    incomplete sequence left at flush().
-// Leading space: encode() prepends "▁" to the text, so, as SentencePiece's decoder does,
+// Leading space (SentencePiece vocabularies with add_space_prefix only; byte-level pieces are
+// never stripped): encode() prepends "▁" to the text, so, as SentencePiece's decoder does,
 // the first piece that produces text at the start of the stream (when at_start) or after a BOS
 // token loses one leading ' ' when the vocabulary's add_space_prefix is set. Pieces of byte
 // tokens are never stripped. Pass at_start = false to decode a continuation (e.g. generated

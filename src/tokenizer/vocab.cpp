@@ -1,9 +1,11 @@
 #include "tokenizer/vocab.h"
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 #include "gguf/gguf_file.h"
+#include "tokenizer/pre_tokenizer.h"
 #include "util/error.h"
 
 namespace lift {
@@ -34,12 +36,38 @@ int32_t checked_id(const std::string& label, const char* key, int64_t id, size_t
   return static_cast<int32_t>(id);
 }
 
+void check_model(const std::string& label, const std::string& model) {
+  if (model != "llama" && model != "gpt2") {
+    throw Error(label + ": tokenizer model '" + model +
+                "' is not supported yet (supported: 'llama', SentencePiece BPE; 'gpt2', "
+                "byte-level BPE)");
+  }
+}
+
+// The pre-tokenizer row of a gpt2 vocabulary; an empty name means llama.cpp's "default".
+const PreTokenizerSpec& pre_spec(const std::string& label, const std::string& pre) {
+  const PreTokenizerSpec* spec = find_pre_tokenizer(pre.empty() ? "default" : pre);
+  if (spec == nullptr) {
+    throw Error(label + ": tokenizer.ggml.pre '" + pre +
+                "' is not supported (known: " + known_pre_tokenizers() + ")");
+  }
+  return *spec;
+}
+
 }  // namespace
 
 Vocab::Vocab(VocabData data, const std::string& label) {
-  if (data.model != "llama") {
-    throw Error(label + ": tokenizer model '" + data.model +
-                "' is not supported yet (supported: 'llama', SentencePiece BPE)");
+  check_model(label, data.model);
+  const bool bpe = data.model == "gpt2";
+  if (bpe) {
+    if (data.merges.empty()) throw Error(label + ": tokenizer.ggml.merges is missing or empty");
+    if (data.pre.empty()) {
+      warning_ = label +
+                 ": tokenizer.ggml.pre is missing; using llama.cpp's 'default' pre-tokenizer, "
+                 "which may split text differently from the model's own tokenizer";
+      data.pre = "default";
+    }
+    pre_spec(label, data.pre);
   }
   const size_t n = data.tokens.size();
   if (n == 0) throw Error(label + ": tokenizer.ggml.tokens is empty");
@@ -58,7 +86,9 @@ Vocab::Vocab(VocabData data, const std::string& label) {
   }
 
   model_ = std::move(data.model);
+  pre_ = std::move(data.pre);
   tokens_ = std::move(data.tokens);
+  merges_ = std::move(data.merges);
   scores_ = std::move(data.scores);
   types_ = std::move(data.types);
   bos_id_ = checked_id(label, "tokenizer.ggml.bos_token_id", data.bos_id, n);
@@ -67,7 +97,7 @@ Vocab::Vocab(VocabData data, const std::string& label) {
   pad_id_ = checked_id(label, "tokenizer.ggml.padding_token_id", data.pad_id, n);
   add_bos_ = data.add_bos;
   add_eos_ = data.add_eos;
-  add_space_prefix_ = data.add_space_prefix;
+  add_space_prefix_ = !bpe && data.add_space_prefix;
 
   byte_tokens_.fill(-1);
   mergeable_.reserve(n);
@@ -91,7 +121,7 @@ Vocab::Vocab(VocabData data, const std::string& label) {
     }
     const bool mergeable =
         t == TokenType::kNormal || t == TokenType::kUndefined || t == TokenType::kUserDefined;
-    if (mergeable && !tokens_[i].empty()) mergeable_.emplace(tokens_[i], id);  // first id wins
+    if (mergeable && !tokens_[i].empty()) mergeable_.insert(tokens_[i], id);  // first id wins
   }
 }
 
@@ -106,15 +136,20 @@ Vocab Vocab::from_gguf(const gguf::File& file) {
   if (!model) throw Error(label + ": no tokenizer (metadata key tokenizer.ggml.model is missing)");
   VocabData d;
   d.model = std::string(*model);
-  if (d.model != "llama") {
-    throw Error(label + ": tokenizer model '" + d.model +
-                "' is not supported yet (supported: 'llama', SentencePiece BPE)");
-  }
+  check_model(label, d.model);
+  const bool bpe = d.model == "gpt2";
+  if (const auto pre = file.get_string("tokenizer.ggml.pre")) d.pre = std::string(*pre);
   const auto tokens = file.get_string_array("tokenizer.ggml.tokens");
   if (!tokens) throw Error(label + ": metadata key tokenizer.ggml.tokens is missing");
   const size_t n = tokens->size();
   d.tokens.reserve(n);
   for (std::string_view t : *tokens) d.tokens.emplace_back(t);
+  if (bpe) {
+    const auto merges = file.get_string_array("tokenizer.ggml.merges");
+    if (!merges) throw Error(label + ": metadata key tokenizer.ggml.merges is missing");
+    d.merges.reserve(merges->size());
+    for (std::string_view m : *merges) d.merges.emplace_back(m);
+  }
   if (auto scores = file.get_float_array("tokenizer.ggml.scores")) d.scores = std::move(*scores);
   if (auto types = file.get_int_array("tokenizer.ggml.token_type")) {
     d.types.reserve(types->size());
@@ -127,21 +162,24 @@ Vocab Vocab::from_gguf(const gguf::File& file) {
       d.types.push_back(static_cast<TokenType>(t));
     }
   }
-  // SentencePiece defaults, used when a key is absent.
+  // llama.cpp's defaults per model, used when a key is absent.
   const auto id_or = [&](const char* key, int64_t def) -> int64_t {
     const auto v = file.get_int(key);
     if (!v) return static_cast<uint64_t>(def) < n ? def : -1;
     if (*v == -1 || *v == 0xFFFFFFFF) return -1;  // written as "unset" by converters
     return *v;
   };
-  d.bos_id = id_or("tokenizer.ggml.bos_token_id", 1);
-  d.eos_id = id_or("tokenizer.ggml.eos_token_id", 2);
-  d.unk_id = id_or("tokenizer.ggml.unknown_token_id", 0);
+  d.bos_id = id_or("tokenizer.ggml.bos_token_id", bpe ? 11 : 1);
+  d.eos_id = id_or("tokenizer.ggml.eos_token_id", bpe ? 11 : 2);
+  d.unk_id = id_or("tokenizer.ggml.unknown_token_id", bpe ? -1 : 0);
   d.pad_id = id_or("tokenizer.ggml.padding_token_id", -1);
-  d.add_bos = file.get_bool("tokenizer.ggml.add_bos_token").value_or(true);
+  const bool bos_default = !bpe || pre_spec(label, d.pre).add_bos;
+  d.add_bos = file.get_bool("tokenizer.ggml.add_bos_token").value_or(bos_default);
   d.add_eos = file.get_bool("tokenizer.ggml.add_eos_token").value_or(false);
   d.add_space_prefix = file.get_bool("tokenizer.ggml.add_space_prefix").value_or(true);
-  return Vocab(std::move(d), label);
+  Vocab v(std::move(d), label);
+  if (!v.warning().empty()) std::fprintf(stderr, "lift: warning: %s\n", v.warning().c_str());
+  return v;
 }
 
 Vocab Vocab::load(const std::string& gguf_path) { return from_gguf(gguf::File::open(gguf_path)); }

@@ -3,13 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <filesystem>
-#include <fstream>
-#include <map>
-#include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -17,6 +12,7 @@
 #include "test_paths.h"
 #include "tokenizer/reference_encoder.h"
 #include "tokenizer/utf8.h"
+#include "tokenizer/vocab_cache.h"
 #include "util/error.h"
 
 namespace lift {
@@ -24,82 +20,10 @@ namespace {
 
 using Ids = std::vector<int32_t>;
 
-const Tokenizer& cached(const std::string& rel) {
-  static std::map<std::string, std::unique_ptr<Tokenizer>> cache;
-  auto& slot = cache[rel];
-  if (!slot) slot = std::make_unique<Tokenizer>(Tokenizer::load(test::model_path(rel)));
-  return *slot;
-}
+const Tokenizer& cached(const std::string& rel) { return test::cached_tokenizer(rel); }
 const Tokenizer& spm() { return cached("vocab/ggml-vocab-llama-spm.gguf"); }
 const Tokenizer& stories() { return cached("stories260K/stories260K.gguf"); }
 const Tokenizer& phi3() { return cached("vocab/ggml-vocab-phi-3.gguf"); }
-
-std::string read_file(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::vector<std::string> split(const std::string& s, const std::string& sep) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while (true) {
-    const size_t hit = s.find(sep, pos);
-    if (hit == std::string::npos) break;
-    out.push_back(s.substr(pos, hit - pos));
-    pos = hit + sep.size();
-  }
-  out.push_back(s.substr(pos));
-  return out;
-}
-
-Ids parse_ids(const std::string& line) {
-  Ids ids;
-  std::istringstream ss(line);
-  int32_t id;
-  while (ss >> id) ids.push_back(id);
-  return ids;
-}
-
-// llama.cpp's tokenizer test vectors: every X.gguf with X.gguf.inp/.out whose model is
-// "llama" must reproduce every line; the other models must be refused clearly.
-TEST(TokenizerSpm, LlamaCppTestVectors) {
-  const std::filesystem::path dir = test::model_path("vocab");
-  int llama_files = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    const std::filesystem::path gguf_path = entry.path();
-    if (gguf_path.extension() != ".gguf") continue;
-    const std::filesystem::path inp = gguf_path.string() + ".inp";
-    const std::filesystem::path outp = gguf_path.string() + ".out";
-    if (!std::filesystem::exists(inp) || !std::filesystem::exists(outp)) continue;
-    SCOPED_TRACE(gguf_path.filename().string());
-    const std::string model(
-        *gguf::File::open(gguf_path.string()).get_string("tokenizer.ggml.model"));
-    if (model != "llama") {
-      EXPECT_THROW(Tokenizer::load(gguf_path.string()), Error);
-      continue;
-    }
-    ++llama_files;
-    const Tokenizer tok = Tokenizer::load(gguf_path.string());
-    // The .inp file ends with the separator and the .out file with '\n': both split into the
-    // same number of parts, the last one empty (the empty string encodes to nothing).
-    const std::vector<std::string> cases = split(read_file(inp), "\n__ggml_vocab_test__\n");
-    const std::vector<std::string> lines = split(read_file(outp), "\n");
-    ASSERT_EQ(cases.size(), lines.size());
-    ASSERT_GE(cases.size(), 47u);
-    for (size_t i = 0; i < cases.size(); ++i) {
-      const Ids got = tok.encode(cases[i], /*add_bos=*/false, /*parse_special=*/false);
-      EXPECT_EQ(got, parse_ids(lines[i]))
-          << "case " << i << ": " << testing::PrintToString(cases[i]);
-      if (is_valid_utf8(cases[i])) {
-        EXPECT_EQ(tok.decode(got), cases[i]) << "case " << i;
-      }
-    }
-  }
-  // llama-spm, phi-3 and gemma3 in the shared set (baichuan has no test vectors).
-  EXPECT_GE(llama_files, 2);
-}
 
 TEST(TokenizerSpm, KnownEncodings) {
   const Tokenizer& t = spm();

@@ -72,16 +72,44 @@ void expect_error(const std::function<void()>& f, const std::string& needle) {
 }
 
 TEST(TokenizerVocab, RejectsUnsupportedModels) {
-  for (const char* name : {"gpt-2", "bert-bge", "falcon", "deepseek-coder"}) {
-    const std::string path = test::model_path(std::string("vocab/ggml-vocab-") + name + ".gguf");
-    const gguf::File f = gguf::File::open(path);
-    const std::string model(*f.get_string("tokenizer.ggml.model"));
-    expect_error([&] { Vocab::load(path); },
-                 "tokenizer model '" + model + "' is not supported yet");
-    expect_error([&] { Tokenizer::load(path); }, "is not supported yet");
+  const std::string path = test::model_path("vocab/ggml-vocab-bert-bge.gguf");
+  expect_error([&] { Vocab::load(path); }, "tokenizer model 'bert' is not supported yet");
+  expect_error([&] { Tokenizer::load(path); }, "tokenizer model 'bert' is not supported yet");
+}
+
+TEST(TokenizerVocab, LoadsByteLevelVocabularies) {
+  {
+    const Vocab v = Vocab::load(test::model_path("vocab/ggml-vocab-gpt-2.gguf"));
+    EXPECT_EQ(v.model(), "gpt2");
+    EXPECT_EQ(v.pre(), "gpt-2");
+    EXPECT_EQ(v.size(), 50257);
+    EXPECT_EQ(v.merges().size(), 50000u);
+    EXPECT_EQ(v.merges()[0], "\xC4\xA0 t");  // "Ġ t"
+    EXPECT_EQ(v.bos_id(), 50256);
+    EXPECT_EQ(v.eos_id(), 50256);
+    EXPECT_EQ(v.unk_id(), -1);  // byte-level vocabularies need none
+    EXPECT_FALSE(v.add_bos());  // no key: llama.cpp's default for pre 'gpt-2'
+    EXPECT_FALSE(v.add_space_prefix());
+    EXPECT_TRUE(v.warning().empty());
   }
-  expect_error([&] { Tokenizer::load(test::model_path("vocab/ggml-vocab-gpt-2.gguf")); },
-               "tokenizer model 'gpt2' is not supported yet");
+  {
+    const Vocab v = Vocab::load(test::model_path("vocab/ggml-vocab-falcon.gguf"));
+    EXPECT_EQ(v.bos_id(), 11);  // stored; also llama.cpp's default for gpt2 vocabularies
+    EXPECT_FALSE(v.add_bos());
+  }
+  {
+    const Vocab v = Vocab::load(test::model_path("vocab/ggml-vocab-llama-bpe.gguf"));
+    EXPECT_EQ(v.pre(), "llama-bpe");
+    EXPECT_TRUE(v.add_bos());
+    EXPECT_EQ(v.bos_id(), 128000);
+  }
+  {
+    // No tokenizer.ggml.pre: llama.cpp's "default" split, with a warning.
+    const Vocab v = Vocab::load(test::model_path("vocab/ggml-vocab-gpt-neox.gguf"));
+    EXPECT_EQ(v.pre(), "default");
+    EXPECT_NE(v.warning().find("tokenizer.ggml.pre is missing"), std::string::npos);
+    EXPECT_FALSE(v.add_bos());
+  }
 }
 
 // A small well-formed vocabulary; each test breaks one thing.
@@ -91,6 +119,8 @@ struct Meta {
   std::vector<float> scores = {0, 0, 0, 0, -1, -2, -0.5f};
   std::vector<int32_t> types = {2, 3, 3, 6, 1, 1, 1};
   std::optional<int64_t> bos = 1, eos = 2, unk = 0, pad;
+  std::optional<std::string> pre;
+  std::optional<std::vector<std::string>> merges;
   bool write_tokens = true;
   bool write_model = true;
 };
@@ -100,6 +130,10 @@ Vocab build(const Meta& m, std::vector<uint8_t>& storage) {
   if (m.write_model) w.set_string("tokenizer.ggml.model", m.model);
   std::vector<std::string_view> views(m.tokens.begin(), m.tokens.end());
   if (m.write_tokens) w.set_string_array("tokenizer.ggml.tokens", views);
+  if (m.pre) w.set_string("tokenizer.ggml.pre", *m.pre);
+  std::vector<std::string_view> merge_views;
+  if (m.merges) merge_views.assign(m.merges->begin(), m.merges->end());
+  if (m.merges) w.set_string_array("tokenizer.ggml.merges", merge_views);
   w.set_f32_array("tokenizer.ggml.scores", m.scores);
   w.set_i32_array("tokenizer.ggml.token_type", m.types);
   if (m.bos) w.set_i32("tokenizer.ggml.bos_token_id", static_cast<int32_t>(*m.bos));
@@ -200,6 +234,51 @@ TEST(TokenizerVocab, RejectsCorruptMetadata) {
     Meta m;
     m.model = "bert";
     expect_error([&] { build(m, bytes); }, "tokenizer model 'bert' is not supported yet");
+  }
+  const auto gpt2 = [] {
+    Meta m;
+    m.model = "gpt2";
+    m.tokens = {"a", "b", "ab", "<|end|>"};
+    m.scores.clear();
+    m.types = {1, 1, 1, 3};
+    m.bos = m.eos = 3;
+    m.unk = std::nullopt;
+    m.pre = "gpt-2";
+    m.merges = std::vector<std::string>{"a b"};
+    return m;
+  };
+  EXPECT_EQ(Tokenizer(build(gpt2(), bytes)).encode("abba", false, false),
+            (std::vector<int32_t>{2, 1, 0}));
+  {
+    Meta m = gpt2();
+    m.pre = "no-such-split";
+    expect_error([&] { build(m, bytes); },
+                 "tokenizer.ggml.pre 'no-such-split' is not supported (known: default, ");
+  }
+  {
+    Meta m = gpt2();
+    m.merges = std::nullopt;
+    expect_error([&] { build(m, bytes); }, "metadata key tokenizer.ggml.merges is missing");
+  }
+  {
+    Meta m = gpt2();
+    m.merges = std::vector<std::string>{"a b", "ab"};
+    expect_error([&] { Tokenizer t(build(m, bytes)); },
+                 "tokenizer.ggml.merges[1] = 'ab' is not two tokens separated by a space");
+  }
+  {
+    Meta m = gpt2();
+    m.merges = std::vector<std::string>{"b a"};
+    expect_error([&] { Tokenizer t(build(m, bytes)); },
+                 "tokenizer.ggml.merges[0] = 'b a': 'ba' is not a token of the vocabulary");
+  }
+  {
+    // Direct construction needs merges too.
+    VocabData d;
+    d.model = "gpt2";
+    d.tokens = {"a"};
+    expect_error([&] { Vocab v(std::move(d), "direct"); },
+                 "direct: tokenizer.ggml.merges is missing or empty");
   }
   {
     // Direct construction validates the same way.
