@@ -40,12 +40,14 @@ inline void check(bool ok, const char* what, std::string_view detail = {}) {
 // The vocabularies the tokenizer targets cycle through, as paths under the models folder:
 // SentencePiece Llama (32000 tokens, every byte token), Phi-3 (user-defined and control
 // tokens such as <|user|>), stories260K (512 tokens, the model the tests serve), Baichuan
-// (a large CJK vocabulary) and Gemma 3 (262k tokens, many user-defined ones).
+// (a large CJK vocabulary), Gemma 3 (262k tokens, many user-defined ones), and the byte-level
+// BPE vocabularies of Qwen2 (user-defined <think>) and Llama 3 (ignore_merges).
 inline const std::vector<std::string>& vocab_files() {
   static const std::vector<std::string> v = {
       "vocab/ggml-vocab-llama-spm.gguf", "vocab/ggml-vocab-phi-3.gguf",
       "stories260K/stories260K.gguf",    "vocab/ggml-vocab-baichuan.gguf",
-      "vocab/ggml-vocab-gemma3.gguf",
+      "vocab/ggml-vocab-gemma3.gguf",    "vocab/ggml-vocab-qwen2.gguf",
+      "vocab/ggml-vocab-llama-bpe.gguf",
   };
   return v;
 }

@@ -252,9 +252,14 @@ void tokenizer_texts(Corpus& c, const fs::path& models) {
   const std::vector<std::pair<std::string, uint8_t>> files = {
       {"vocab/ggml-vocab-llama-spm.gguf.inp", 0},
       {"vocab/ggml-vocab-phi-3.gguf.inp", 1},
-      {"vocab/ggml-vocab-gemma3.gguf.inp", 4}};
-  std::vector<std::string> texts = {"<s>Hello</s>", "<|user|>\nHi<|end|>\n<|assistant|>",
-                                    "Once upon a time", std::string("nul \0 inside", 12),
+      {"vocab/ggml-vocab-gemma3.gguf.inp", 4},
+      {"vocab/ggml-vocab-qwen2.gguf.inp", 5},
+      {"vocab/ggml-vocab-llama-bpe.gguf.inp", 6}};
+  std::vector<std::string> texts = {"<s>Hello</s>",
+                                    "<|user|>\nHi<|end|>\n<|assistant|>",
+                                    "<|begin_of_text|>Hi<think>x</think><|im_end|>",
+                                    "Once upon a time",
+                                    std::string("nul \0 inside", 12),
                                     "\xE2\x96\x81 lower one eighth block"};
   for (const auto& [file, vocab] : files) {
     const fs::path p = models / file;
@@ -266,7 +271,7 @@ void tokenizer_texts(Corpus& c, const fs::path& models) {
     }
   }
   for (const std::string& t : texts) {
-    for (uint8_t vocab = 0; vocab < 5; ++vocab) {
+    for (uint8_t vocab = 0; vocab < 7; ++vocab) {
       for (const int flags : {0, 3, 7})
         c.add(std::string(1, static_cast<char>((vocab << 4) | flags)) + t);
     }
@@ -277,7 +282,9 @@ void decoder_ids(Corpus& c, const fs::path& models) {
   const std::vector<std::pair<std::string, uint8_t>> files = {
       {"vocab/ggml-vocab-llama-spm.gguf.out", 0},
       {"vocab/ggml-vocab-phi-3.gguf.out", 1},
-      {"vocab/ggml-vocab-gemma3.gguf.out", 4}};
+      {"vocab/ggml-vocab-gemma3.gguf.out", 4},
+      {"vocab/ggml-vocab-qwen2.gguf.out", 5},
+      {"vocab/ggml-vocab-llama-bpe.gguf.out", 6}};
   for (const auto& [file, vocab] : files) {
     const fs::path p = models / file;
     if (!fs::exists(p)) continue;
@@ -290,7 +297,7 @@ void decoder_ids(Corpus& c, const fs::path& models) {
       // Alternate the flags: at_start (bit 1), special (bit 0), an out-of-range push (bit 2);
       // 3-byte ids (bit 3) for the vocabularies above 65536 tokens.
       const auto flags =
-          static_cast<uint8_t>((vocab << 4) | (line_no++ % 8) | (vocab == 4 ? 8 : 0));
+          static_cast<uint8_t>((vocab << 4) | (line_no++ % 8) | (vocab >= 4 ? 8 : 0));
       c.add(lift::fuzz::write_decoder_input(flags, ids));
     }
   }
