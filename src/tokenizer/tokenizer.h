@@ -39,8 +39,10 @@ class Tokenizer {
   // (as in llama.cpp and Hugging Face); with parse_special, control and unknown tokens (e.g.
   // "<s>", "</s>", "<unk>") are too. The leftmost, then longest, match wins. Without
   // parse_special, "<s>" is ordinary text. Empty text gives no tokens besides BOS/EOS.
-  // Ill-formed UTF-8 never fails: its bytes go through byte fallback.
-  // Time O(n log n), memory O(n) in the text length.
+  // Ill-formed UTF-8 never fails: SentencePiece sends its bytes through byte fallback, and
+  // byte-level BPE spells every byte anyway. The one failure is a byte with no token in a
+  // vocabulary without an unknown token (Falcon's lacks 0xFF and most C0 controls): a
+  // lift::Error naming the byte. Time O(n log n), memory O(n) in the text length.
   std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special,
                               bool add_eos = false) const;
 
