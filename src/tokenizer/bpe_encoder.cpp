@@ -44,6 +44,13 @@ struct CandidateAfter {
 
 }  // namespace
 
+struct BpeEncoder::Scratch {
+  std::vector<std::string_view> pieces;
+  std::string spelled;
+  std::vector<Symbol> sym;
+  std::vector<Candidate> heap;
+};
+
 BpeEncoder::BpeEncoder(const Vocab& vocab) : pre_(spec_of(vocab)) {
   for (uint32_t b = 0; b < 256; ++b) {
     std::string spelling;
@@ -90,18 +97,20 @@ std::string BpeEncoder::normal_piece(std::string_view token_text) const {
 
 void BpeEncoder::encode(const Vocab& vocab, std::string_view fragment, bool /*starts_text*/,
                         std::vector<int32_t>& out) const {
-  std::vector<std::string_view> pieces;
-  pre_.split(fragment, pieces);
-  for (const std::string_view piece : pieces) encode_piece(vocab, piece, out);
+  Scratch scratch;
+  pre_.split(fragment, scratch.pieces);
+  for (const std::string_view piece : scratch.pieces) encode_piece(vocab, piece, scratch, out);
 }
 
-void BpeEncoder::encode_piece(const Vocab& vocab, std::string_view piece,
+void BpeEncoder::encode_piece(const Vocab& vocab, std::string_view piece, Scratch& scratch,
                               std::vector<int32_t>& out) const {
   if (piece.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
     throw Error("tokenizer: text piece too long (" + std::to_string(piece.size()) + " bytes)");
   }
+  if (piece.empty()) return;
   if (pre_.spec().ignore_merges) {
-    std::string spelled;
+    std::string& spelled = scratch.spelled;
+    spelled.clear();
     append_byte_level(spelled, piece);
     const int32_t whole = vocab.find_mergeable(spelled);
     if (whole >= 0) {
@@ -110,12 +119,14 @@ void BpeEncoder::encode_piece(const Vocab& vocab, std::string_view piece,
     }
   }
   const auto n = static_cast<int32_t>(piece.size());
-  std::vector<Symbol> sym(static_cast<size_t>(n));
+  std::vector<Symbol>& sym = scratch.sym;
+  sym.resize(static_cast<size_t>(n));
   for (int32_t i = 0; i < n; ++i) {
     sym[static_cast<size_t>(i)] = {byte_ids_[static_cast<uint8_t>(piece[static_cast<size_t>(i)])],
                                    i - 1, i + 1 < n ? i + 1 : -1, true};
   }
-  std::vector<Candidate> heap;
+  std::vector<Candidate>& heap = scratch.heap;
+  heap.clear();
   const CandidateAfter after;
   const auto try_add = [&](int32_t left) {
     if (left < 0) return;

@@ -29,7 +29,9 @@ class BpeEncoder final : public FragmentEncoder {
   static uint64_t pair_key(int32_t left, int32_t right) {
     return (uint64_t{static_cast<uint32_t>(left)} << 32) | static_cast<uint32_t>(right);
   }
-  void encode_piece(const Vocab& vocab, std::string_view piece, std::vector<int32_t>& out) const;
+  struct Scratch;  // work buffers of one encode() call, reused across its pieces
+  void encode_piece(const Vocab& vocab, std::string_view piece, Scratch& scratch,
+                    std::vector<int32_t>& out) const;
 
   PreTokenizer pre_;
   // pair_key(left, right) -> {rank: index in tokenizer.ggml.merges (lower merges first), id:
