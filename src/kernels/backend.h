@@ -47,6 +47,10 @@ struct KvLayerView {
   size_t v_index(size_t s, size_t e) const { return s * kv_dim + e; }
 };
 
+// How rotary embedding pairs a head's dimensions: (2i, 2i + 1) as in GGUF's Llama Q/K rows, or
+// (i, i + rope_dim / 2) as GPT-NeoX, Qwen, Phi-3 and Gemma keep them.
+enum class RopeStyle { adjacent, neox };
+
 struct AttentionArgs {
   const float* q = nullptr;  // [n_tokens][n_heads*head_dim], rotary already applied
   float* out = nullptr;      // [n_tokens][n_heads*head_dim]
@@ -55,6 +59,8 @@ struct AttentionArgs {
   size_t n_kv_heads = 0;
   size_t head_dim = 0;
   float scale = 1.0f;
+  float softcap = 0.0f;  // scores become softcap * tanh(score / softcap); 0: none
+  int32_t window = 0;    // sliding window (p - q < window), 0: whole context
   KvLayerView kv;
   const int32_t* const* block_tables = nullptr;  // per token: its sequence's block table
   const int32_t* n_ctx = nullptr;                // per token: positions to attend (pos + 1)
@@ -84,12 +90,18 @@ class Backend {
   virtual void get_rows(const Matrix& table, const int32_t* ids, size_t n, float* out) = 0;
   virtual void rmsnorm(const float* x, const float* weight, size_t n_rows, size_t dim, float eps,
                        float* y) = 0;
-  // Rotates adjacent pairs of the first rope_dim dims of each head of row r by the angles whose
-  // cos, sin are cs[r * rope_dim + 2i], cs[r * rope_dim + 2i + 1] (kernels::rope_table).
+  // Rotates pair i (by `style`) of the first rope_dim dims of each head of row r by the angle
+  // whose cos, sin are cs[r * rope_dim + 2i], cs[r * rope_dim + 2i + 1] (kernels::rope_table).
   virtual void rope(float* x, size_t n_rows, size_t n_heads, size_t head_dim, size_t rope_dim,
-                    const float* cs) = 0;
+                    const float* cs, RopeStyle style = RopeStyle::adjacent) = 0;
   // out[i] = silu(gate[i]) * up[i]
   virtual void swiglu(const float* gate, const float* up, size_t n, float* out) = 0;
+  // out[i] = gelu_tanh(gate[i]) * up[i]
+  virtual void geglu(const float* gate, const float* up, size_t n, float* out) = 0;
+  // x[r * dim + i] += bias[i]
+  virtual void add_bias(float* x, size_t n_rows, size_t dim, const float* bias) = 0;
+  // x[i] = cap * tanh(x[i] / cap)
+  virtual void softcap(float* x, size_t n, float cap) = 0;
   virtual void attention(const AttentionArgs& a) = 0;
 
   virtual const char* name() const = 0;

@@ -225,7 +225,8 @@ class CpuBackend final : public RowOpsBackend {
       }
       kernels::attend_tile(q, t1 - t0, a.kv, (h / group) * a.head_dim, a.head_dim,
                            a.block_tables[t0], a.n_ctx + t0, a.scale,
-                           scratch_[static_cast<size_t>(thread)].data(), out);
+                           scratch_[static_cast<size_t>(thread)].data(), out,
+                           kernels::AttendMods{a.softcap, a.window});
     });
   }
 

@@ -17,9 +17,10 @@ namespace lift::kernels {
   namespace ns {                                                                                   \
   void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_t kv_offset,     \
                    size_t head_dim, const int32_t* block_table, const int32_t* n_ctx, float scale, \
-                   float* scratch, float* const* out);                                             \
+                   float* scratch, float* const* out, AttendMods mods);                            \
   void exp_lanes(const float* x, size_t n, float* y);                                              \
   void swiglu_lanes(const float* gate, const float* up, size_t n, float* out);                     \
+  void geglu_lanes(const float* gate, const float* up, size_t n, float* out);                      \
   }
 LIFT_DECLARE_ATTENTION(attention_avx2)
 LIFT_DECLARE_ATTENTION(attention_avx512)
@@ -32,16 +33,19 @@ struct AttentionKernels {
   decltype(&attention_generic::attend_tile) attend_tile;
   decltype(&attention_generic::exp_lanes) exp_lanes;
   decltype(&attention_generic::swiglu_lanes) swiglu_lanes;
+  decltype(&attention_generic::geglu_lanes) geglu_lanes;
 };
 
 const AttentionKernels& attention_kernels() {
-  static constexpr AttentionKernels kGeneric{attention_generic::attend_tile,
-                                             attention_generic::exp_lanes,
-                                             attention_generic::swiglu_lanes};
+  static constexpr AttentionKernels kGeneric{
+      attention_generic::attend_tile, attention_generic::exp_lanes, attention_generic::swiglu_lanes,
+      attention_generic::geglu_lanes};
   static constexpr AttentionKernels kAvx2{attention_avx2::attend_tile, attention_avx2::exp_lanes,
-                                          attention_avx2::swiglu_lanes};
+                                          attention_avx2::swiglu_lanes,
+                                          attention_avx2::geglu_lanes};
   static constexpr AttentionKernels kAvx512{
-      attention_avx512::attend_tile, attention_avx512::exp_lanes, attention_avx512::swiglu_lanes};
+      attention_avx512::attend_tile, attention_avx512::exp_lanes, attention_avx512::swiglu_lanes,
+      attention_avx512::geglu_lanes};
   switch (active_isa()) {
     case Isa::amx:
     case Isa::avx512:
@@ -81,16 +85,30 @@ void rope_table(int32_t pos, size_t rope_dim, const float* inv_freq, float* cs) 
   }
 }
 
-void rope_row(float* x, size_t n_heads, size_t head_dim, size_t rope_dim, const float* cs) {
+void rope_row(float* x, size_t n_heads, size_t head_dim, size_t rope_dim, const float* cs,
+              RopeStyle style) {
   const size_t pairs = rope_dim / 2;
+  // Pair i is (v[i * step], v[i * step + other]).
+  const size_t step = style == RopeStyle::neox ? 1 : 2;
+  const size_t other = style == RopeStyle::neox ? pairs : 1;
   for (size_t h = 0; h < n_heads; ++h) {
     float* v = x + h * head_dim;
     for (size_t i = 0; i < pairs; ++i) {
-      const float a = v[2 * i], b = v[2 * i + 1], c = cs[2 * i], s = cs[2 * i + 1];
-      v[2 * i] = a * c - b * s;
-      v[2 * i + 1] = a * s + b * c;
+      float* pa = v + i * step;
+      float* pb = pa + other;
+      const float a = *pa, b = *pb, c = cs[2 * i], s = cs[2 * i + 1];
+      *pa = a * c - b * s;
+      *pb = a * s + b * c;
     }
   }
+}
+
+void geglu(const float* gate, const float* up, size_t n, float* out) {
+  attention_kernels().geglu_lanes(gate, up, n, out);
+}
+
+void softcap_scores(float* x, size_t n, float cap) {
+  for (size_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
 }
 
 // SwiGLU through the attention's exp: bitwise the same on every ISA (the reference backend
@@ -101,41 +119,46 @@ void swiglu(const float* gate, const float* up, size_t n, float* out) {
 
 void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_t kv_offset,
                  size_t head_dim, const int32_t* block_table, const int32_t* n_ctx, float scale,
-                 float* scratch, float* const* out) {
+                 float* scratch, float* const* out, AttendMods mods) {
   attention_kernels().attend_tile(q, n_q, kv, kv_offset, head_dim, block_table, n_ctx, scale,
-                                  scratch, out);
+                                  scratch, out, mods);
 }
 
 void softmax_exp(const float* x, size_t n, float* y) { attention_kernels().exp_lanes(x, n, y); }
 
 void attend_head(const float* q, const KvLayerView& kv, size_t kv_offset, size_t head_dim,
-                 const int32_t* block_table, int32_t n_ctx, float scale, float* scratch,
-                 float* out) {
-  attend_tile(&q, 1, kv, kv_offset, head_dim, block_table, &n_ctx, scale, scratch, &out);
+                 const int32_t* block_table, int32_t n_ctx, float scale, float* scratch, float* out,
+                 AttendMods mods) {
+  attend_tile(&q, 1, kv, kv_offset, head_dim, block_table, &n_ctx, scale, scratch, &out, mods);
 }
 
 void attend_head_reference(const float* q, const KvLayerView& kv, size_t kv_offset, size_t head_dim,
-                           const int32_t* block_table, int32_t n_ctx, float scale, float* out) {
+                           const int32_t* block_table, int32_t n_ctx, float scale, float* out,
+                           AttendMods mods) {
   const size_t n = static_cast<size_t>(n_ctx), block_size = kv.block_size;
-  std::vector<double> score(n);
+  const size_t w = static_cast<size_t>(mods.window);
+  const size_t lo = (w > 0 && n > w) ? n - w : 0;  // the window's first position
+  std::vector<double> score(n - lo);
   std::vector<float> row(head_dim);
   auto slot = [&](size_t p) {
     return static_cast<size_t>(block_table[p / block_size]) * block_size + p % block_size;
   };
   double mx = -INFINITY;
-  for (size_t p = 0; p < n; ++p) {
+  for (size_t p = lo; p < n; ++p) {
     const float* k = attention_generic::load_k_row(kv, slot(p), kv_offset, head_dim, row.data());
     double d = 0;
     for (size_t i = 0; i < head_dim; ++i) d += static_cast<double>(q[i]) * k[i];
-    score[p] = d * scale;
-    mx = std::max(mx, score[p]);
+    double s = d * scale;
+    if (mods.softcap > 0.0f) s = mods.softcap * std::tanh(s / mods.softcap);
+    score[p - lo] = s;
+    mx = std::max(mx, s);
   }
   double sum = 0;
   for (double& s : score) sum += (s = std::exp(s - mx));
   std::vector<double> acc(head_dim, 0.0);
-  for (size_t p = 0; p < n; ++p) {
+  for (size_t p = lo; p < n; ++p) {
     const float* v = attention_generic::load_row(kv, slot(p), kv_offset, head_dim, row.data());
-    for (size_t i = 0; i < head_dim; ++i) acc[i] += score[p] / sum * v[i];
+    for (size_t i = 0; i < head_dim; ++i) acc[i] += score[p - lo] / sum * v[i];
   }
   for (size_t i = 0; i < head_dim; ++i) out[i] = static_cast<float>(acc[i]);
 }

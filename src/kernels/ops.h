@@ -14,9 +14,24 @@ void rmsnorm_row(const float* x, const float* weight, size_t dim, float eps, flo
 // cs[2i], cs[2i + 1] = cos, sin of pos * inv_freq[i] for the rope_dim / 2 rotated pairs
 // (computed in double, rounded once): one table per token serves every layer and head.
 void rope_table(int32_t pos, size_t rope_dim, const float* inv_freq, float* cs);
-// Rotates adjacent pairs of the first rope_dim dims of each head by the token's table.
-void rope_row(float* x, size_t n_heads, size_t head_dim, size_t rope_dim, const float* cs);
+// Rotates the pairs of the first rope_dim dims of each head by the token's table: pair i is
+// dims (2i, 2i + 1) for RopeStyle::adjacent, (i, i + rope_dim / 2) for RopeStyle::neox.
+void rope_row(float* x, size_t n_heads, size_t head_dim, size_t rope_dim, const float* cs,
+              RopeStyle style = RopeStyle::adjacent);
 void swiglu(const float* gate, const float* up, size_t n, float* out);
+// out[i] = gelu_tanh(gate[i]) * up[i] (GeGLU with the tanh approximation of GELU), through
+// the attention's exp: the same bits on every ISA.
+void geglu(const float* gate, const float* up, size_t n, float* out);
+// x[i] = cap * tanh(x[i] / cap) in float (one compiled copy, which every ISA's attention calls).
+void softcap_scores(float* x, size_t n, float cap);
+
+// What a layer's attention adds to plain scaled dot products: soft-capping of the scaled
+// scores (0: none) and a sliding window (a query at position p sees positions q with
+// p - q < window; 0: the whole context).
+struct AttendMods {
+  float softcap = 0.0f;
+  int32_t window = 0;
+};
 
 // Queries attended together by attend_tile, and the scratch floats it needs.
 inline constexpr size_t kAttentionTile = 16;
@@ -38,18 +53,20 @@ inline size_t attention_scratch_floats(size_t block_size, size_t head_dim) {
 // n_ctx[i] cached positions), streaming K/V block by block with an online softmax and never
 // materializing the history. K/V are read in the cache's type (kv.type); kv_offset selects
 // the head's columns. A query's result is bitwise the same in any tile, alone included.
+// Blocks wholly before every query's window are not read.
 void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_t kv_offset,
                  size_t head_dim, const int32_t* block_table, const int32_t* n_ctx, float scale,
-                 float* scratch, float* const* out);
+                 float* scratch, float* const* out, AttendMods mods = {});
 // The exp attend_tile uses for its softmax weights, here for tests: within 1 ulp of exp on
 // [-87.33, 88.72], 0 below (exp(-inf) = 0), +inf above, and the same bits for every Isa.
 void softmax_exp(const float* x, size_t n, float* y);
 // One query: a tile of one.
 void attend_head(const float* q, const KvLayerView& kv, size_t kv_offset, size_t head_dim,
-                 const int32_t* block_table, int32_t n_ctx, float scale, float* scratch,
-                 float* out);
-// The oracle: full softmax, double precision, same K/V values.
+                 const int32_t* block_table, int32_t n_ctx, float scale, float* scratch, float* out,
+                 AttendMods mods = {});
+// The oracle: full softmax, double precision (soft-capping too), same K/V values.
 void attend_head_reference(const float* q, const KvLayerView& kv, size_t kv_offset, size_t head_dim,
-                           const int32_t* block_table, int32_t n_ctx, float scale, float* out);
+                           const int32_t* block_table, int32_t n_ctx, float scale, float* out,
+                           AttendMods mods = {});
 
 }  // namespace lift::kernels

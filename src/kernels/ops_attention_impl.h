@@ -576,13 +576,48 @@ void swiglu_lanes(const float* gate, const float* up, size_t n, float* out) {
   }
 }
 
+// out[i] = gelu_tanh(g) * up[i] with g = gate[i], where gelu_tanh(g) = g / 2 * (1 + tanh(y)),
+// y = sqrt(2 / pi) * (g + 0.044715 g^3), written as g / (1 + exp(-2y)) (the same function, and
+// no cancellation near 0): exp_lane's operations in every lane width, as swiglu_lanes.
+void geglu_lanes(const float* gate, const float* up, size_t n, float* out) {
+  constexpr float kCubic = 0.044715f;
+  constexpr float kMinusTwoSqrt2OverPi = -1.5957691216057308f;  // -2 sqrt(2 / pi)
+  size_t i = 0;
+#if defined(__AVX512F__)
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (; i + 16 <= n; i += 16) {
+    const __m512 g = _mm512_loadu_ps(gate + i);
+    const __m512 g3 = _mm512_mul_ps(_mm512_mul_ps(g, g), g);
+    const __m512 y = _mm512_add_ps(g, _mm512_mul_ps(g3, _mm512_set1_ps(kCubic)));
+    const __m512 e = exp16(_mm512_mul_ps(y, _mm512_set1_ps(kMinusTwoSqrt2OverPi)));
+    _mm512_storeu_ps(
+        out + i, _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(one, e)), _mm512_loadu_ps(up + i)));
+  }
+#elif defined(__AVX2__)
+  const __m256 one = _mm256_set1_ps(1.0f);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    const __m256 g3 = _mm256_mul_ps(_mm256_mul_ps(g, g), g);
+    const __m256 y = _mm256_add_ps(g, _mm256_mul_ps(g3, _mm256_set1_ps(kCubic)));
+    const __m256 e = exp8(_mm256_mul_ps(y, _mm256_set1_ps(kMinusTwoSqrt2OverPi)));
+    _mm256_storeu_ps(
+        out + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), _mm256_loadu_ps(up + i)));
+  }
+#endif
+  for (; i < n; ++i) {
+    const float g = gate[i];
+    const float y = g + (g * g) * g * kCubic;
+    out[i] = g / (1.0f + exp_lane(y * kMinusTwoSqrt2OverPi)) * up[i];
+  }
+}
+
 // Up to kAttentionTile queries of one head of one sequence (consecutive positions of a prompt
 // chunk) share every K and V row they read. Each query's own operation sequence is exactly
 // the single-query one: same blocks, same order of scores, maxima, rescaling and sums. So a
 // query's result does not depend on which other queries share its tile.
 void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_t kv_offset,
                  size_t head_dim, const int32_t* block_table, const int32_t* n_ctx, float scale,
-                 float* scratch, float* const* out) {
+                 float* scratch, float* const* out, AttendMods mods) {
   const size_t bs = kv.block_size;
   // Scores run kScoreBatch chains at a time. A tile of at least that many queries shares each
   // block's K loads; fewer queries score a group of blocks together instead, each job loading
@@ -603,6 +638,14 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
   const float* qi[kAttentionTile];
   float* oi[kAttentionTile];
   size_t max_ctx = 0;
+  // With a sliding window query i sees positions [lo[i], n_ctx[i]); the blocks before the
+  // earliest lo are never read (the KV manager may have released them: table entry -1).
+  size_t lo[kAttentionTile], min_lo = SIZE_MAX;
+  for (size_t i = 0; i < n_q; ++i) {
+    const size_t n = static_cast<size_t>(n_ctx[i]), w = static_cast<size_t>(mods.window);
+    lo[i] = (w > 0 && n > w) ? n - w : 0;
+    min_lo = min_of(min_lo, lo[i]);
+  }
   for (size_t i = 0; i < n_q; ++i) {
     copy_floats(q[i], head_dim, qbuf + i * head_dim);
     qi[i] = qbuf + i * head_dim;
@@ -620,19 +663,21 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
   };
   // One group of blocks per pass (b counts blocks, start their first positions): all their
   // scores first, then each block's softmax and V in order.
-  for (size_t start = 0, b = 0; start < max_ctx;) {
+  for (size_t b = min_lo / bs, start = b * bs; start < max_ctx;) {
     // The group's blocks: where they are, how many rows, and the rows query i sees in each
-    // (0 once past its context).
-    size_t slot0[kScoreBatch], block_len[kScoreBatch];
+    // (0 once past its context or before its window; rows before the window inside a block
+    // are scored and then masked out, see below).
+    size_t slot0[kScoreBatch], block_len[kScoreBatch], block_start[kScoreBatch];
     size_t lens[kScoreBatch][kAttentionTile];
     size_t n_blocks = 0;
     for (; n_blocks < group && start < max_ctx; ++n_blocks, start += bs, ++b) {
       const size_t g = n_blocks;
       slot0[g] = static_cast<size_t>(block_table[b]) * bs;
       block_len[g] = min_of(bs, max_ctx - start);
+      block_start[g] = start;
       for (size_t i = 0; i < n_q; ++i) {
         const size_t n = static_cast<size_t>(n_ctx[i]);
-        lens[g][i] = start < n ? min_of(bs, n - start) : 0;
+        lens[g][i] = (start < n && lo[i] < start + bs) ? min_of(bs, n - start) : 0;
       }
       // Scores 16 keys at a time.
       const float* kt = k_block(kv, static_cast<size_t>(block_table[b]), kv_offset, head_dim,
@@ -650,7 +695,15 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
     flush(false);
     for (size_t g = 0; g < n_blocks; ++g) {
       const size_t* len = lens[g];
-      const float* sc = score + g * n_q * srow;
+      float* sc = score + g * n_q * srow;
+      // Soft-capping, then the rows before the window get weight exp(-inf) = 0: the same
+      // operations for a query in any tile, as it sees the same blocks in the same order.
+      for (size_t i = 0; i < n_q; ++i) {
+        if (len[i] == 0) continue;
+        if (mods.softcap > 0.0f) softcap_scores(sc + i * srow, len[i], mods.softcap);
+        for (size_t j = block_start[g]; j < lo[i]; ++j)
+          sc[i * srow + j - block_start[g]] = -INFINITY;
+      }
       // New maxima, then all the queries' corrections exp(m - m_new) in one vector (exp(-inf)
       // = 0 on the first block); queries past their context keep m with a correction of 1.
       float m_new[kAttentionTile], delta[kAttentionTile] = {}, correction[kAttentionTile];

@@ -32,7 +32,8 @@ class ReferenceBackend final : public RowOpsBackend {
       for (size_t h = 0; h < a.n_heads; ++h) {
         kernels::attend_head_reference(a.q + t * q_stride + h * a.head_dim, a.kv,
                                        (h / group) * a.head_dim, a.head_dim, a.block_tables[t],
-                                       a.n_ctx[t], a.scale, a.out + t * q_stride + h * a.head_dim);
+                                       a.n_ctx[t], a.scale, a.out + t * q_stride + h * a.head_dim,
+                                       kernels::AttendMods{a.softcap, a.window});
       }
     }
   }

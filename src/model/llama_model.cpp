@@ -1,5 +1,6 @@
 #include "model/llama_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -52,6 +53,14 @@ std::vector<float> vector_f32(const gguf::File& f, const std::string& name, uint
   return out;
 }
 
+// Rows [first, first + n_out) of a matrix: one of the products a fused tensor holds.
+Matrix rows_of(const Matrix& m, uint64_t first, uint64_t n_out) {
+  Matrix v = m;
+  v.data = m.data + first * m.row_bytes;
+  v.n_out = n_out;
+  return v;
+}
+
 }  // namespace
 
 std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path) {
@@ -65,36 +74,113 @@ std::unique_ptr<LlamaModel> LlamaModel::from_file(gguf::File file) {
 LlamaModel::LlamaModel(gguf::File file) : file_(std::move(file)) {
   cfg_ = ModelConfig::from_gguf(file_);
   const uint64_t dim = static_cast<uint64_t>(cfg_.dim);
-  const uint64_t kv_dim = static_cast<uint64_t>(cfg_.kv_dim());
-  const uint64_t ffn = static_cast<uint64_t>(cfg_.ffn_dim);
   const uint64_t vocab = static_cast<uint64_t>(cfg_.n_vocab);
   token_embd_ = matrix(file_, "token_embd.weight", dim, vocab);
   output_norm_ = vector_f32(file_, "output_norm.weight", dim);
   tied_ = file_.find_tensor("output.weight") == nullptr;
   output_ = tied_ ? token_embd_ : matrix(file_, "output.weight", dim, vocab);
   layers_.resize(static_cast<size_t>(cfg_.n_layers));
-  for (int l = 0; l < cfg_.n_layers; ++l) {
-    const std::string p = "blk." + std::to_string(l) + ".";
-    LayerWeights& w = layers_[static_cast<size_t>(l)];
-    w.attn_norm = vector_f32(file_, p + "attn_norm.weight", dim);
-    w.ffn_norm = vector_f32(file_, p + "ffn_norm.weight", dim);
-    w.wq = matrix(file_, p + "attn_q.weight", dim, dim);
-    w.wk = matrix(file_, p + "attn_k.weight", dim, kv_dim);
-    w.wv = matrix(file_, p + "attn_v.weight", dim, kv_dim);
-    w.wo = matrix(file_, p + "attn_output.weight", dim, dim);
-    w.w_gate = matrix(file_, p + "ffn_gate.weight", dim, ffn);
-    w.w_up = matrix(file_, p + "ffn_up.weight", dim, ffn);
-    w.w_down = matrix(file_, p + "ffn_down.weight", ffn, dim);
+  for (int l = 0; l < cfg_.n_layers; ++l) load_layer(l);
+  init_rope();
+  // A tensor the table does not name would be silently ignored (a bias, a norm, rope factors
+  // of another scheme): the function would not be the file's.
+  for (const auto& t : file_.tensors()) {
+    bool known = t.name == "token_embd.weight" || t.name == "output_norm.weight" ||
+                 t.name == "output.weight" ||
+                 (cfg_.spec.rope_freqs && t.name == "rope_freqs.weight");
+    for (int l = 0; l < cfg_.n_layers && !known; ++l) {
+      const std::string p = "blk." + std::to_string(l) + ".";
+      if (t.name.rfind(p, 0) != 0) continue;
+      const std::string_view rest = t.name.substr(p.size());
+      const auto& s = cfg_.spec;
+      known = rest == "attn_norm.weight" || rest == "attn_output.weight" ||
+              rest == "ffn_norm.weight" || rest == "ffn_up.weight" || rest == "ffn_down.weight" ||
+              (s.fused_qkv ? rest == "attn_qkv.weight"
+                           : (rest == "attn_q.weight" || rest == "attn_k.weight" ||
+                              rest == "attn_v.weight")) ||
+              (!s.fused_up && rest == "ffn_gate.weight") ||
+              (s.qkv_bias &&
+               (rest == "attn_q.bias" || rest == "attn_k.bias" || rest == "attn_v.bias")) ||
+              (s.qk_norm && (rest == "attn_q_norm.weight" || rest == "attn_k_norm.weight")) ||
+              (s.post_norms &&
+               (rest == "post_attention_norm.weight" || rest == "post_ffw_norm.weight"));
+    }
+    if (!known) {
+      throw Error(file_.path() + ": tensor '" + std::string(t.name) + "' is not part of architecture '" +
+                  cfg_.arch + "' as lift implements it (it would be ignored)");
+    }
   }
   for (const auto& t : file_.tensors()) weight_bytes_ += t.n_bytes;
   pack_weights();
-  // theta_i = pos * base^(-2i/rope_dim), pairs of adjacent dimensions (GGUF's Q/K row order).
-  inv_freq_.resize(static_cast<size_t>(cfg_.rope_dim / 2));
-  for (size_t i = 0; i < inv_freq_.size(); ++i) {
-    inv_freq_[i] = static_cast<float>(
-        std::pow(static_cast<double>(cfg_.rope_base),
-                 -2.0 * static_cast<double>(i) / static_cast<double>(cfg_.rope_dim)));
+}
+
+void LlamaModel::load_layer(int l) {
+  const ArchSpec& s = cfg_.spec;
+  const uint64_t dim = static_cast<uint64_t>(cfg_.dim), qd = static_cast<uint64_t>(cfg_.q_dim());
+  const uint64_t kvd = static_cast<uint64_t>(cfg_.kv_dim());
+  const uint64_t ffn = static_cast<uint64_t>(cfg_.ffn_dim),
+                 hd = static_cast<uint64_t>(cfg_.head_dim);
+  const std::string p = "blk." + std::to_string(l) + ".";
+  LayerWeights& w = layers_[static_cast<size_t>(l)];
+  w.attn_norm = vector_f32(file_, p + "attn_norm.weight", dim);
+  w.ffn_norm = vector_f32(file_, p + "ffn_norm.weight", dim);
+  if (s.fused_qkv) {
+    const Matrix qkv = matrix(file_, p + "attn_qkv.weight", dim, qd + 2 * kvd);
+    w.wq = rows_of(qkv, 0, qd);
+    w.wk = rows_of(qkv, qd, kvd);
+    w.wv = rows_of(qkv, qd + kvd, kvd);
+  } else {
+    w.wq = matrix(file_, p + "attn_q.weight", dim, qd);
+    w.wk = matrix(file_, p + "attn_k.weight", dim, kvd);
+    w.wv = matrix(file_, p + "attn_v.weight", dim, kvd);
   }
+  w.wo = matrix(file_, p + "attn_output.weight", qd, dim);
+  if (s.fused_up) {
+    const Matrix up = matrix(file_, p + "ffn_up.weight", dim, 2 * ffn);
+    w.w_gate = rows_of(up, 0, ffn);
+    w.w_up = rows_of(up, ffn, ffn);
+  } else {
+    w.w_gate = matrix(file_, p + "ffn_gate.weight", dim, ffn);
+    w.w_up = matrix(file_, p + "ffn_up.weight", dim, ffn);
+  }
+  w.w_down = matrix(file_, p + "ffn_down.weight", ffn, dim);
+  if (s.qkv_bias) {
+    w.bq = vector_f32(file_, p + "attn_q.bias", qd);
+    w.bk = vector_f32(file_, p + "attn_k.bias", kvd);
+    w.bv = vector_f32(file_, p + "attn_v.bias", kvd);
+  }
+  if (s.qk_norm) {
+    w.q_norm = vector_f32(file_, p + "attn_q_norm.weight", hd);
+    w.k_norm = vector_f32(file_, p + "attn_k_norm.weight", hd);
+  }
+  if (s.post_norms) {
+    w.post_attn_norm = vector_f32(file_, p + "post_attention_norm.weight", dim);
+    w.post_ffn_norm = vector_f32(file_, p + "post_ffw_norm.weight", dim);
+  }
+}
+
+void LlamaModel::init_rope() {
+  // theta_i = pos * freq_scale * base^(-2i/rope_dim) / factor_i (factor_i from rope_freqs, Llama
+  // 3's frequency scaling; 1 without it), computed in double and rounded once.
+  const size_t pairs = static_cast<size_t>(cfg_.rope_dim / 2);
+  std::vector<float> factors(pairs, 1.0f);
+  if (cfg_.spec.rope_freqs && file_.find_tensor("rope_freqs.weight")) {
+    factors = vector_f32(file_, "rope_freqs.weight", pairs);
+    for (float x : factors) {
+      if (!(x > 0.0f)) throw Error(file_.path() + ": rope_freqs.weight must be positive");
+    }
+  }
+  auto fill = [&](std::vector<float>& out, double base, double freq_scale) {
+    out.resize(pairs);
+    for (size_t i = 0; i < pairs; ++i) {
+      out[i] = static_cast<float>(
+          freq_scale *
+          std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(cfg_.rope_dim)) /
+          factors[i]);
+    }
+  };
+  fill(inv_freq_[0], cfg_.rope_base, cfg_.rope_freq_scale);
+  if (cfg_.spec.local_rope_base > 0.0f) fill(inv_freq_[1], cfg_.spec.local_rope_base, 1.0);
 }
 
 void LlamaModel::pack_weights() {
@@ -115,19 +201,19 @@ void LlamaModel::pack_weights() {
 void LlamaModel::ensure_workspace(size_t n) {
   if (n <= capacity_) return;
   const size_t dim = static_cast<size_t>(cfg_.dim), kv = static_cast<size_t>(cfg_.kv_dim());
-  const size_t ffn = static_cast<size_t>(cfg_.ffn_dim);
+  const size_t qd = static_cast<size_t>(cfg_.q_dim()), ffn = static_cast<size_t>(cfg_.ffn_dim);
   x_.resize(n * dim);
   xn_.resize(n * dim);
-  q_.resize(n * dim);
+  q_.resize(n * qd);
   k_.resize(n * kv);
   v_.resize(n * kv);
-  att_.resize(n * dim);
+  att_.resize(n * std::max(qd, dim));  // attention output, then the rows that want logits
   proj_.resize(n * dim);
   gate_.resize(n * ffn);
   up_.resize(n * ffn);
   hidden_.resize(n * ffn);
   n_ctx_.resize(n);
-  rope_cs_.resize(n * static_cast<size_t>(cfg_.rope_dim));
+  for (auto& cs : rope_cs_) cs.resize(n * static_cast<size_t>(cfg_.rope_dim));
   capacity_ = n;
 }
 
@@ -157,27 +243,49 @@ void LlamaModel::forward(Backend& be, const ForwardBatch& batch, KvCache& kv, fl
     }
   }
   ensure_workspace(n);
+  const ArchSpec& spec = cfg_.spec;
   const size_t dim = static_cast<size_t>(cfg_.dim), kvd = static_cast<size_t>(cfg_.kv_dim());
   const size_t ffn = static_cast<size_t>(cfg_.ffn_dim), hd = static_cast<size_t>(cfg_.head_dim);
+  const size_t n_heads = static_cast<size_t>(cfg_.n_heads);
+  const size_t n_kv_heads = static_cast<size_t>(cfg_.n_kv_heads);
   const size_t bs = kv.block_size();
   for (size_t i = 0; i < n; ++i) n_ctx_[i] = batch.positions[i] + 1;
   // Rotation angles depend only on the position: once per token, not per layer.
   const size_t rope_dim = static_cast<size_t>(cfg_.rope_dim);
+  const bool any_local = spec.local_rope_base > 0.0f && !cfg_.layer_window.empty();
   for (size_t i = 0; i < n; ++i) {
-    kernels::rope_table(batch.positions[i], rope_dim, inv_freq_.data(), &rope_cs_[i * rope_dim]);
+    for (size_t t = 0; t < (any_local ? 2u : 1u); ++t) {
+      kernels::rope_table(batch.positions[i], rope_dim, inv_freq_[t].data(),
+                          &rope_cs_[t][i * rope_dim]);
+    }
   }
 
   be.get_rows(token_embd_, batch.tokens.data(), n, x_.data());
+  if (spec.embed_scale) {
+    const float s = std::sqrt(static_cast<float>(dim));
+    for (size_t i = 0; i < n * dim; ++i) x_[i] *= s;
+  }
   for (size_t l = 0; l < layers_.size(); ++l) {
     const LayerWeights& w = layers_[l];
+    const int layer = static_cast<int>(l);
     be.rmsnorm(x_.data(), w.attn_norm.data(), n, dim, cfg_.rms_eps, xn_.data());
     {
       const Matrix* ws[] = {&w.wq, &w.wk, &w.wv};
       float* ys[] = {q_.data(), k_.data(), v_.data()};
       be.matmul_many(ws, ys, 3, xn_.data(), rows);
     }
-    be.rope(q_.data(), n, static_cast<size_t>(cfg_.n_heads), hd, rope_dim, rope_cs_.data());
-    be.rope(k_.data(), n, static_cast<size_t>(cfg_.n_kv_heads), hd, rope_dim, rope_cs_.data());
+    if (spec.qkv_bias) {
+      be.add_bias(q_.data(), n, n_heads * hd, w.bq.data());
+      be.add_bias(k_.data(), n, kvd, w.bk.data());
+      be.add_bias(v_.data(), n, kvd, w.bv.data());
+    }
+    if (spec.qk_norm) {  // each head is a row of head_dim
+      be.rmsnorm(q_.data(), w.q_norm.data(), n * n_heads, hd, cfg_.rms_eps, q_.data());
+      be.rmsnorm(k_.data(), w.k_norm.data(), n * n_kv_heads, hd, cfg_.rms_eps, k_.data());
+    }
+    const float* cs = rope_cs_[cfg_.local_rope(layer) ? 1 : 0].data();
+    be.rope(q_.data(), n, n_heads, hd, rope_dim, cs, spec.rope);
+    be.rope(k_.data(), n, n_kv_heads, hd, rope_dim, cs, spec.rope);
     // All of the batch's K/V go into the cache first; each token then attends to its own
     // sequence up to its own position, which makes attention causal within a prompt chunk.
     for (size_t i = 0; i < n; ++i) {
@@ -189,15 +297,20 @@ void LlamaModel::forward(Backend& be, const ForwardBatch& batch, KvCache& kv, fl
     a.q = q_.data();
     a.out = att_.data();
     a.n_tokens = n;
-    a.n_heads = static_cast<size_t>(cfg_.n_heads);
-    a.n_kv_heads = static_cast<size_t>(cfg_.n_kv_heads);
+    a.n_heads = n_heads;
+    a.n_kv_heads = n_kv_heads;
     a.head_dim = hd;
-    a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+    a.scale = cfg_.attn_scale;
+    a.softcap = cfg_.attn_softcap;
+    a.window = cfg_.window(layer);
     a.kv = kv.layer_view(l);
     a.block_tables = batch.block_tables.data();
     a.n_ctx = n_ctx_.data();
     be.attention(a);
     be.matmul(w.wo, att_.data(), rows, proj_.data());
+    if (spec.post_norms) {
+      be.rmsnorm(proj_.data(), w.post_attn_norm.data(), n, dim, cfg_.rms_eps, proj_.data());
+    }
     for (size_t i = 0; i < n * dim; ++i) x_[i] += proj_[i];
 
     be.rmsnorm(x_.data(), w.ffn_norm.data(), n, dim, cfg_.rms_eps, xn_.data());
@@ -206,8 +319,15 @@ void LlamaModel::forward(Backend& be, const ForwardBatch& batch, KvCache& kv, fl
       float* ys[] = {gate_.data(), up_.data()};
       be.matmul_many(ws, ys, 2, xn_.data(), rows);
     }
-    be.swiglu(gate_.data(), up_.data(), n * ffn, hidden_.data());
+    if (spec.act == Activation::gelu_tanh) {
+      be.geglu(gate_.data(), up_.data(), n * ffn, hidden_.data());
+    } else {
+      be.swiglu(gate_.data(), up_.data(), n * ffn, hidden_.data());
+    }
     be.matmul(w.w_down, hidden_.data(), rows, proj_.data());
+    if (spec.post_norms) {
+      be.rmsnorm(proj_.data(), w.post_ffn_norm.data(), n, dim, cfg_.rms_eps, proj_.data());
+    }
     for (size_t i = 0; i < n * dim; ++i) x_[i] += proj_[i];
   }
 
@@ -220,6 +340,9 @@ void LlamaModel::forward(Backend& be, const ForwardBatch& batch, KvCache& kv, fl
   }
   be.rmsnorm(att_.data(), output_norm_.data(), m, dim, cfg_.rms_eps, xn_.data());
   be.matmul(output_, xn_.data(), Rows{m, m_prompt}, logits);
+  if (cfg_.final_softcap > 0.0f) {
+    be.softcap(logits, m * static_cast<size_t>(cfg_.n_vocab), cfg_.final_softcap);
+  }
 }
 
 }  // namespace lift

@@ -1,5 +1,6 @@
-// A Llama-family decoder: weights viewed in place in the mapped GGUF file, and one forward
-// pass that serves prefill chunks and decode tokens of many sequences alike.
+// A decoder-only transformer of any architecture in the table (model/arch.h): weights viewed in
+// place in the mapped GGUF file, and one forward pass, parameterized by the table, that serves
+// prefill chunks and decode tokens of many sequences alike. (The name predates the table.)
 #pragma once
 
 #include <deque>
@@ -16,10 +17,14 @@
 
 namespace lift {
 
+// One layer's weights; the optional ones (by the architecture table) are empty where absent.
 struct LayerWeights {
   std::vector<float> attn_norm, ffn_norm;
-  Matrix wq, wk, wv, wo;
+  Matrix wq, wk, wv, wo;  // views of rows of attn_qkv where the architecture fuses them
   Matrix w_gate, w_up, w_down;
+  std::vector<float> bq, bk, bv;                     // ArchSpec::qkv_bias
+  std::vector<float> q_norm, k_norm;                 // ArchSpec::qk_norm: [head_dim]
+  std::vector<float> post_attn_norm, post_ffn_norm;  // ArchSpec::post_norms
 };
 
 class LlamaModel {
@@ -43,13 +48,17 @@ class LlamaModel {
   // Repacks every matrix product's weights for the active kernels where they have a panel
   // layout (the embedding table keeps its rows: lookups read it by row).
   void pack_weights();
+  void load_layer(int l);
+  // Fills inv_freq_: the global layers' frequencies and, for architectures with local rope,
+  // the sliding layers'.
+  void init_rope();
 
   gguf::File file_;
   ModelConfig cfg_;
   Matrix token_embd_, output_;
   std::vector<float> output_norm_;
   std::vector<LayerWeights> layers_;
-  std::vector<float> inv_freq_;
+  std::vector<float> inv_freq_[2];  // [0]: global layers, [1]: ModelConfig::local_rope layers
   std::deque<kernels::PanelMatrix> panels_;  // stable addresses: Matrix::panel points here
   size_t weight_bytes_ = 0;
   bool tied_ = false;
@@ -58,7 +67,7 @@ class LlamaModel {
   size_t capacity_ = 0;
   std::vector<float> x_, xn_, q_, k_, v_, att_, proj_, gate_, up_, hidden_;
   std::vector<int32_t> n_ctx_;
-  std::vector<float> rope_cs_;  // per token: cos, sin of each rotated pair
+  std::vector<float> rope_cs_[2];  // per token: cos, sin of each rotated pair (by inv_freq_)
 };
 
 }  // namespace lift

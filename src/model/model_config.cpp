@@ -1,5 +1,7 @@
 #include "model/model_config.h"
 
+#include <cmath>
+
 #include "gguf/gguf_file.h"
 #include "util/error.h"
 
@@ -17,6 +19,74 @@ int64_t require_int(const gguf::File& f, const std::string& key, int64_t lo, int
   return *v;
 }
 
+float optional_float(const gguf::File& f, const std::string& key, double fallback) {
+  return static_cast<float>(f.get_float(key).value_or(fallback));
+}
+
+// `{arch}.rope.scaling.*`: the factor positions are multiplied by.
+float read_rope_freq_scale(const gguf::File& f, const std::string& p) {
+  if (const auto legacy = f.get_float(p + "rope.scale_linear")) {
+    if (!(*legacy > 0.0)) throw Error(f.path() + ": '" + p + "rope.scale_linear' must be positive");
+    return static_cast<float>(1.0 / *legacy);
+  }
+  const auto type = f.get_string(p + "rope.scaling.type");
+  if (!type || *type == "none") return 1.0f;
+  if (*type != "linear") {
+    throw Error(f.path() + ": metadata '" + p + "rope.scaling.type' = '" + std::string(*type) +
+                "' is not supported (lift implements 'none' and 'linear')");
+  }
+  const auto factor = f.get_float(p + "rope.scaling.factor");
+  if (!factor) throw Error(f.path() + ": missing metadata key '" + p + "rope.scaling.factor'");
+  if (!(*factor > 0.0 && *factor < 1e6)) {
+    throw Error(f.path() + ": metadata '" + p + "rope.scaling.factor' is out of range");
+  }
+  return static_cast<float>(1.0 / *factor);
+}
+
+// Metadata a file may carry that would change the function in ways lift does not compute.
+void refuse_unsupported(const gguf::File& f, const ModelConfig& c, const std::string& p) {
+  if (f.get_int(p + "expert_count").value_or(0) > 0) {
+    throw Error(f.path() + ": metadata '" + p +
+                "expert_count': mixture-of-experts models are not supported");
+  }
+  if (!c.spec.softcaps) {
+    for (const char* k : {"attn_logit_softcapping", "final_logit_softcapping"}) {
+      if (f.get_float(p + k).value_or(0.0) != 0.0) {
+        throw Error(f.path() + ": metadata '" + p + k + "' is not supported for architecture '" +
+                    c.arch + "'");
+      }
+    }
+  }
+  if (c.spec.window == WindowLayers::none &&
+      f.get_int(p + "attention.sliding_window").value_or(0) > 0) {
+    throw Error(f.path() + ": metadata '" + p +
+                "attention.sliding_window' is not supported for architecture '" + c.arch + "'");
+  }
+}
+
+// Which layers slide, and how far (ModelConfig::layer_window).
+std::vector<int> layer_windows(const gguf::File& f, const ModelConfig& c, const std::string& p) {
+  const std::string key = p + "attention.sliding_window";
+  int w = 0;
+  if (c.spec.window == WindowLayers::none) return {};
+  if (f.get_int(key)) {
+    w = static_cast<int>(require_int(f, key, 0, 1 << 24));
+  } else if (c.spec.window == WindowLayers::pattern) {
+    throw Error(f.path() + ": missing metadata key '" + key + "'");
+  } else if (c.spec.softcaps) {
+    w = 4096;  // Gemma 2's published window, the reference implementations' default
+  }
+  if (w == 0) return {};
+  std::vector<int> out(static_cast<size_t>(c.n_layers), 0);
+  for (int l = 0; l < c.n_layers; ++l) {
+    bool slides = true;
+    if (c.spec.window == WindowLayers::even) slides = l % 2 == 0;
+    if (c.spec.window == WindowLayers::pattern) slides = (l + 1) % c.spec.window_pattern != 0;
+    out[static_cast<size_t>(l)] = slides ? w : 0;
+  }
+  return out;
+}
+
 }  // namespace
 
 ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
@@ -24,9 +94,12 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
   const auto arch = f.get_string("general.architecture");
   if (!arch) throw Error(f.path() + ": missing metadata key 'general.architecture'");
   c.arch = std::string(*arch);
-  if (c.arch != "llama") {
-    throw Error(f.path() + ": architecture '" + c.arch + "' is not supported (lift runs 'llama')");
+  const ArchSpec* spec = find_arch(c.arch);
+  if (!spec) {
+    throw Error(f.path() + ": architecture '" + c.arch + "' is not supported (lift runs " +
+                supported_archs() + ")");
   }
+  c.spec = *spec;
   c.name = std::string(f.get_string("general.name").value_or(c.arch));
   const std::string p = c.arch + ".";
   c.dim = static_cast<int>(require_int(f, p + "embedding_length", 1, 1 << 16));
@@ -37,26 +110,49 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
                      : c.n_heads;
   c.ffn_dim = static_cast<int>(require_int(f, p + "feed_forward_length", 1, 1 << 20));
   c.context_length = static_cast<int>(require_int(f, p + "context_length", 1, 1 << 24));
-  if (c.dim % c.n_heads != 0) {
-    throw Error(f.path() + ": embedding_length " + std::to_string(c.dim) +
-                " is not divisible by head_count " + std::to_string(c.n_heads));
-  }
   if (c.n_heads % c.n_kv_heads != 0) {
     throw Error(f.path() + ": head_count " + std::to_string(c.n_heads) +
                 " is not a multiple of head_count_kv " + std::to_string(c.n_kv_heads));
   }
-  c.head_dim = c.dim / c.n_heads;
+  // Heads may be narrower or wider than dim / heads (Gemma, Qwen 3): key_length says.
+  if (f.get_int(p + "attention.key_length")) {
+    c.head_dim = static_cast<int>(require_int(f, p + "attention.key_length", 2, 1 << 12));
+  } else {
+    if (c.dim % c.n_heads != 0) {
+      throw Error(f.path() + ": embedding_length " + std::to_string(c.dim) +
+                  " is not divisible by head_count " + std::to_string(c.n_heads));
+    }
+    c.head_dim = c.dim / c.n_heads;
+  }
+  if (f.get_int(p + "attention.value_length") &&
+      require_int(f, p + "attention.value_length", 1, 1 << 12) != c.head_dim) {
+    throw Error(f.path() + ": attention.value_length differs from the key length " +
+                std::to_string(c.head_dim) + " (not supported)");
+  }
   c.rope_dim = f.get_int(p + "rope.dimension_count")
                    ? static_cast<int>(require_int(f, p + "rope.dimension_count", 2, c.head_dim))
                    : c.head_dim;
   if (c.rope_dim % 2 != 0) throw Error(f.path() + ": rope.dimension_count must be even");
-  c.rope_base = static_cast<float>(f.get_float(p + "rope.freq_base").value_or(10000.0));
-  c.rms_eps =
-      static_cast<float>(f.get_float(p + "attention.layer_norm_rms_epsilon").value_or(1e-5));
+  c.rope_base = optional_float(f, p + "rope.freq_base", 10000.0);
+  c.rope_freq_scale = read_rope_freq_scale(f, p);
+  c.rms_eps = optional_float(f, p + "attention.layer_norm_rms_epsilon", 1e-5);
   if (!(c.rope_base > 0.0f)) throw Error(f.path() + ": rope.freq_base must be positive");
   if (!(c.rms_eps > 0.0f && c.rms_eps < 1.0f)) {
     throw Error(f.path() + ": layer_norm_rms_epsilon is out of range");
   }
+  refuse_unsupported(f, c, p);
+  const bool large_gemma =
+      c.spec.query_scale == QueryScale::gemma && c.n_layers == c.spec.gemma_large_layers;
+  const int scale_dim = large_gemma ? c.dim / c.n_heads : c.head_dim;
+  c.attn_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(scale_dim)));
+  if (c.spec.softcaps) {
+    c.attn_softcap = optional_float(f, p + "attn_logit_softcapping", 50.0);
+    c.final_softcap = optional_float(f, p + "final_logit_softcapping", 30.0);
+    if (!(c.attn_softcap >= 0.0f) || !(c.final_softcap >= 0.0f)) {
+      throw Error(f.path() + ": logit soft-capping values must not be negative");
+    }
+  }
+  c.layer_window = layer_windows(f, c, p);
   const auto& emb = f.tensor("token_embd.weight");
   c.n_vocab = static_cast<int>(emb.ne[1]);
   if (const auto tokens = f.find("tokenizer.ggml.tokens"); tokens && tokens->count != emb.ne[1]) {

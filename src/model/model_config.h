@@ -1,11 +1,14 @@
-// Architecture hyper-parameters of a Llama-family model, read from GGUF metadata and checked
-// against the tensor shapes, so a file whose metadata and tensors disagree is refused early.
+// Architecture hyper-parameters of a decoder-only model (model/arch.h), read from GGUF metadata
+// and checked against the tensor shapes, so a file whose metadata and tensors disagree (or that
+// asks for something lift does not implement) is refused early.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "model/arch.h"
 
 namespace lift {
 namespace gguf {
@@ -14,6 +17,7 @@ class File;
 
 struct ModelConfig {
   std::string arch;
+  ArchSpec spec;  // the architecture table's row for `arch`
   std::string name;
   int n_vocab = 0;
   int dim = 0;
@@ -25,7 +29,12 @@ struct ModelConfig {
   int ffn_dim = 0;
   int context_length = 0;
   float rope_base = 10000.0f;
+  // Linear rope scaling: positions times rope_freq_scale (1 / rope.scaling.factor).
+  float rope_freq_scale = 1.0f;
   float rms_eps = 1e-5f;
+  float attn_scale = 1.0f;     // the query scale
+  float attn_softcap = 0.0f;   // attention scores' soft-capping, 0: none
+  float final_softcap = 0.0f;  // the logits' soft-capping, 0: none
 
   // Sliding-window attention: on layer l, a token at position p attends only to positions
   // q with p - q < window(l); window 0 means the whole context. The KV manager may release a
@@ -33,6 +42,9 @@ struct ModelConfig {
   std::vector<int> layer_window;  // per layer; empty: every layer is global
 
   int kv_dim() const { return n_kv_heads * head_dim; }
+  int q_dim() const { return n_heads * head_dim; }
+  // Gemma 3's local layers rotate with their own base and no scaling.
+  bool local_rope(int layer) const { return spec.local_rope_base > 0.0f && window(layer) > 0; }
   int window(int layer) const {
     return layer_window.empty() ? 0 : layer_window[static_cast<size_t>(layer)];
   }

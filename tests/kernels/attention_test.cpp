@@ -245,6 +245,100 @@ TEST_P(Attention, AnyTileAnyIsaSameBits) {
   }
 }
 
+// Sliding windows and soft-capping: tiles of consecutive positions (a prompt chunk) whose
+// windows start mid-block, on every Isa, bitwise each query alone, close to the oracle; and the
+// blocks wholly before every window are never read: their table entries are -1 (released), so
+// any read would be out of bounds (ASan) or garbage.
+TEST_P(Attention, SlidingWindowAndSoftcapSkipReleasedBlocks) {
+  IsaGuard guard;
+  std::mt19937 rng(31);
+  std::normal_distribution<float> d(0.0f, 2.0f);
+  for (size_t bs : {1u, 4u, 16u, 17u}) {
+    for (int32_t window : {1, 5, 16, 20, 33}) {
+      for (float softcap : {0.0f, 3.0f}) {
+        const size_t head_dim = 40, n_blocks = 120 / bs + 1;
+        RandomKvPool pool(GetParam(), head_dim, bs, n_blocks, static_cast<uint32_t>(bs * 7));
+        const size_t n_q = kAttentionTile;
+        const int32_t first = 100;  // the tile's queries sit at positions 99 .. 114
+        std::vector<int32_t> table(n_blocks), n_ctx(n_q);
+        for (size_t i = 0; i < n_blocks; ++i) table[i] = static_cast<int32_t>((i * 7) % n_blocks);
+        for (size_t i = 0; i < n_q; ++i) n_ctx[i] = first + static_cast<int32_t>(i);
+        // Blocks before the earliest window: released.
+        const size_t lo = static_cast<size_t>(std::max(0, first - window));
+        for (size_t b = 0; b < lo / bs; ++b) table[b] = -1;
+        std::vector<std::vector<float>> q(n_q, std::vector<float>(head_dim));
+        std::vector<const float*> qp;
+        for (auto& v : q) {
+          for (auto& x : v) x = d(rng);
+          qp.push_back(v.data());
+        }
+        const AttendMods mods{softcap, window};
+        std::vector<float> scratch(attention_scratch_floats(bs, head_dim));
+        auto run_tile = [&] {
+          std::vector<std::vector<float>> out(n_q, unwritten_floats(head_dim));
+          std::vector<float*> op;
+          for (auto& o : out) op.push_back(o.data());
+          attend_tile(qp.data(), n_q, pool.view(), 0, head_dim, table.data(), n_ctx.data(), 0.3f,
+                      scratch.data(), op.data(), mods);
+          return out;
+        };
+        set_isa(Isa::scalar);
+        const auto want = run_tile();
+        for (Isa isa : supported_isas()) {
+          set_isa(isa);
+          SCOPED_TRACE(::testing::Message() << isa_name(isa) << " bs " << bs << " window " << window
+                                            << " softcap " << softcap);
+          const auto tiled = run_tile();
+          for (size_t i = 0; i < n_q; ++i) {
+            std::vector<float> alone = unwritten_floats(head_dim), ref = unwritten_floats(head_dim);
+            attend_head(q[i].data(), pool.view(), 0, head_dim, table.data(), n_ctx[i], 0.3f,
+                        scratch.data(), alone.data(), mods);
+            EXPECT_TRUE(same_bits(tiled[i], want[i])) << i;
+            EXPECT_TRUE(same_bits(tiled[i], alone)) << i;
+            attend_head_reference(q[i].data(), pool.view(), 0, head_dim, table.data(), n_ctx[i],
+                                  0.3f, ref.data(), mods);
+            EXPECT_TRUE(within_tolerance(tiled[i], ref)) << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The oracle's window and soft-capping are what they say: a window of w over a context of n is
+// full attention over the last w positions (the same K/V seen from a shifted table), and
+// soft-capping with a cap far above the scores changes nothing measurable while a small cap
+// does.
+TEST_P(Attention, WindowAndSoftcapOracleSemantics) {
+  const size_t head_dim = 32, bs = 8;
+  RandomKvPool pool(GetParam(), head_dim, bs, 12, 5);
+  std::vector<int32_t> table(12);
+  for (size_t i = 0; i < 12; ++i) table[i] = static_cast<int32_t>(i);
+  std::mt19937 rng(8);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> q(head_dim);
+  for (auto& x : q) x = d(rng);
+  // Window 24 over 90 positions = the last 24 positions = blocks 8.. with context 90 - 64.
+  std::vector<float> win = unwritten_floats(head_dim), full = unwritten_floats(head_dim);
+  attend_head_reference(q.data(), pool.view(), 0, head_dim, table.data(), 90, 0.2f, win.data(),
+                        AttendMods{0.0f, 24});
+  std::vector<int32_t> shifted(table.begin() + 8, table.end());
+  // Context 26 from block 8: positions 64..89, of which the window wants 66..89.
+  std::vector<float> tail = unwritten_floats(head_dim);
+  attend_head_reference(q.data(), pool.view(), 0, head_dim, shifted.data(), 26, 0.2f, tail.data(),
+                        AttendMods{0.0f, 24});
+  EXPECT_TRUE(within_tolerance(win, tail));
+  attend_head_reference(q.data(), pool.view(), 0, head_dim, table.data(), 90, 0.2f, full.data());
+  EXPECT_FALSE(within_tolerance(win, full));
+  std::vector<float> big = unwritten_floats(head_dim), small = unwritten_floats(head_dim);
+  attend_head_reference(q.data(), pool.view(), 0, head_dim, table.data(), 90, 0.2f, big.data(),
+                        AttendMods{1e6f, 0});
+  attend_head_reference(q.data(), pool.view(), 0, head_dim, table.data(), 90, 0.2f, small.data(),
+                        AttendMods{0.5f, 0});
+  EXPECT_TRUE(within_tolerance(big, full));
+  EXPECT_FALSE(within_tolerance(small, full));
+}
+
 // A sequence whose attention scores are in the hundreds and move the running maximum. Block
 // b's level (query 0's scores; the other queries' are scaled by 3/4 to 4/3) rises by 110
 // from block to block within each run of four, 150, 260, 370, then drops to 0 for the fourth;

@@ -1,0 +1,119 @@
+// A file asking for something lift does not compute is refused with an error naming it, never
+// run with a silently different function.
+#include <gtest/gtest.h>
+
+#include "arch_test_util.h"
+#include "model/llama_model.h"
+#include "util/error.h"
+
+namespace lift {
+namespace {
+
+// Loading must fail with a lift::Error whose message contains `what`.
+void expect_refused(const gguf::Writer& g, const std::string& what) {
+  const std::string path = test::write_tiny(g, "refused");
+  try {
+    LlamaModel::load(path);
+    ADD_FAILURE() << "loaded; expected an error naming '" << what << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+  }
+}
+
+test::TinyArch llama() {
+  test::TinyArch a;
+  a.arch = "llama";
+  a.qk_norm = false;
+  a.neox = false;
+  a.head_dim = 8;
+  return a;
+}
+
+TEST(ArchErrors, ValidTinyFilesLoad) {
+  // The baseline the other tests break one thing of.
+  for (test::TinyArch a : {llama(), test::TinyArch{}}) {
+    const auto w = test::tiny_weights(a);
+    EXPECT_NO_THROW(LlamaModel::load(test::write_tiny(test::tiny_writer(a, w), "ok")));
+  }
+}
+
+TEST(ArchErrors, UnknownArchitecture) {
+  test::TinyArch a = llama();
+  a.arch = "mamba";
+  expect_refused(test::tiny_writer(a, test::tiny_weights(a)), "architecture 'mamba'");
+}
+
+TEST(ArchErrors, UnknownRopeScalingType) {
+  const auto a = llama();
+  auto g = test::tiny_writer(a, test::tiny_weights(a));
+  g.set_string("llama.rope.scaling.type", "longrope");
+  expect_refused(g, "rope.scaling.type' = 'longrope'");
+}
+
+TEST(ArchErrors, LinearScalingWithoutFactor) {
+  const auto a = llama();
+  auto g = test::tiny_writer(a, test::tiny_weights(a));
+  g.set_string("llama.rope.scaling.type", "linear");
+  expect_refused(g, "llama.rope.scaling.factor");
+}
+
+TEST(ArchErrors, UnexpectedBias) {
+  const auto a = llama();
+  auto w = test::tiny_weights(a);
+  w["blk.1.attn_q.bias"] = std::vector<float>(32, 0.5f);
+  expect_refused(test::tiny_writer(a, w), "blk.1.attn_q.bias");
+}
+
+TEST(ArchErrors, MissingRequiredTensor) {
+  test::TinyArch a;
+  a.arch = "qwen2";
+  a.qk_norm = false;
+  a.qkv_bias = true;
+  auto w = test::tiny_weights(a);
+  EXPECT_NO_THROW(LlamaModel::load(test::write_tiny(test::tiny_writer(a, w), "qwen2")));
+  w.erase("blk.0.attn_k.bias");
+  expect_refused(test::tiny_writer(a, w), "blk.0.attn_k.bias");
+}
+
+TEST(ArchErrors, MissingQkNorm) {
+  test::TinyArch a;  // qwen3
+  auto w = test::tiny_weights(a);
+  w.erase("blk.1.attn_q_norm.weight");
+  expect_refused(test::tiny_writer(a, w), "blk.1.attn_q_norm.weight");
+}
+
+TEST(ArchErrors, MixtureOfExperts) {
+  const auto a = llama();
+  auto g = test::tiny_writer(a, test::tiny_weights(a));
+  g.set_u32("llama.expert_count", 8);
+  expect_refused(g, "expert_count");
+}
+
+TEST(ArchErrors, SoftCappingOnAnArchitectureWithout) {
+  const auto a = llama();
+  auto g = test::tiny_writer(a, test::tiny_weights(a));
+  g.set_f32("llama.final_logit_softcapping", 30.0f);
+  expect_refused(g, "final_logit_softcapping");
+}
+
+TEST(ArchErrors, SlidingWindowOnAnArchitectureWithout) {
+  test::TinyArch a = llama();
+  a.window = 64;
+  expect_refused(test::tiny_writer(a, test::tiny_weights(a)), "attention.sliding_window");
+}
+
+TEST(ArchErrors, Gemma3NeedsItsWindow) {
+  test::TinyArch a;
+  a.arch = "gemma3";
+  a.post_norms = true;
+  expect_refused(test::tiny_writer(a, test::tiny_weights(a)), "gemma3.attention.sliding_window");
+}
+
+TEST(ArchErrors, ValueLengthDiffersFromKeyLength) {
+  test::TinyArch a = llama();
+  a.value_length = 16;
+  expect_refused(test::tiny_writer(a, test::tiny_weights(a)), "value_length");
+}
+
+}  // namespace
+}  // namespace lift

@@ -1,0 +1,122 @@
+// Architectures without llama.cpp references here (Qwen 3, Gemma 3): tiny random-weight files
+// run by lift and by an independent float64 forward pass (arch_test_util.h) must agree within
+// the exactness tolerance, and leaving any one feature out of that oracle must break the
+// agreement, so the comparison does see each feature.
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "arch_test_util.h"
+#include "kv/kv_cache.h"
+#include "model/llama_model.h"
+#include "model_test_util.h"
+#include "test_compare.h"
+#include "util/thread_pool.h"
+
+namespace lift {
+namespace {
+
+std::vector<int32_t> some_tokens(size_t n, int vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> d(0, vocab - 1);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = d(rng);
+  return t;
+}
+
+// lift's logits of every position, one forward pass, block size 4 (windows skip blocks).
+std::vector<float> lift_logits(LlamaModel& m, Backend& be, const std::vector<int32_t>& toks) {
+  const size_t n = toks.size(), bs = 4;
+  KvCache kv(m.config(), (n + bs - 1) / bs, bs);
+  std::vector<int32_t> table((n + bs - 1) / bs), pos(n), rows(n);
+  std::iota(table.begin(), table.end(), 0);
+  std::iota(pos.begin(), pos.end(), 0);
+  std::iota(rows.begin(), rows.end(), 0);
+  std::vector<const int32_t*> tables(n, table.data());
+  std::vector<float> logits = test::unwritten_floats(n * static_cast<size_t>(m.config().n_vocab));
+  m.forward(be, ForwardBatch{toks, pos, tables, rows, n}, kv, logits.data());
+  return logits;
+}
+
+std::vector<float> to_float(const std::vector<double>& v) { return {v.begin(), v.end()}; }
+
+struct Feature {
+  const char* name;
+  void (*drop)(test::TinyArch&);
+};
+
+void check_arch(const test::TinyArch& a, const std::vector<Feature>& features, size_t n_tokens) {
+  const test::Weights w = test::tiny_weights(a);
+  auto model = LlamaModel::load(test::write_tiny(test::tiny_writer(a, w), a.arch));
+  const auto toks = some_tokens(n_tokens, a.vocab, a.seed + 7);
+  const size_t vocab = static_cast<size_t>(a.vocab);
+  ThreadPool pool(2);
+  auto cpu = make_cpu_backend(pool, BackendOptions{.quantize_activations = false});
+  auto ref = make_reference_backend(BackendOptions{.quantize_activations = false});
+  const std::vector<float> got = lift_logits(*model, *cpu, toks);
+  const std::vector<float> want = to_float(test::oracle_logits(a, w, toks));
+  EXPECT_TRUE(test::within_tolerance(got, want, n_tokens, vocab)) << "cpu backend vs oracle";
+  EXPECT_TRUE(test::within_tolerance(lift_logits(*model, *ref, toks), want, n_tokens, vocab))
+      << "reference backend vs oracle";
+  for (const Feature& f : features) {
+    test::TinyArch without = a;
+    f.drop(without);
+    EXPECT_FALSE(test::within_tolerance(got, to_float(test::oracle_logits(without, w, toks)),
+                                        n_tokens, vocab))
+        << "the oracle without " << f.name << " still agrees: the test would not see it";
+  }
+
+  // Prompt in uneven chunks, then decode steps: the last logits bitwise those of one pass.
+  KvCache kv(model->config(), (n_tokens + 3) / 4, 4);
+  test::TestSequence s;
+  s.tokens = toks;
+  test::assign_blocks(s, 0, (n_tokens + 3) / 4);
+  s.n_prompt = n_tokens - 3;
+  std::vector<float> last;
+  for (size_t take : {size_t{5}, size_t{9}, n_tokens - 17, size_t{1}, size_t{1}, size_t{1}}) {
+    last = test::step(*model, *cpu, kv, {&s}, {take})[0];
+  }
+  ASSERT_EQ(s.cached, n_tokens);
+  EXPECT_TRUE(test::bitwise_equal(
+      last, std::vector<float>(got.end() - static_cast<ptrdiff_t>(vocab), got.end())));
+}
+
+TEST(ArchSynthetic, Qwen3MatchesFloat64Oracle) {
+  test::TinyArch a;
+  a.arch = "qwen3";
+  a.head_dim = 12;  // heads x head_dim = 48 != dim 32
+  check_arch(a,
+             {{"q/k norm", [](test::TinyArch& x) { x.qk_norm = false; }},
+              {"NEOX rope", [](test::TinyArch& x) { x.neox = false; }}},
+             24);
+}
+
+TEST(ArchSynthetic, Gemma3MatchesFloat64Oracle) {
+  test::TinyArch a;
+  a.arch = "gemma3";
+  a.layers = 7;  // local 0-4, global 5, local 6
+  a.head_dim = 16;
+  a.window = 5;
+  a.window_pattern = 6;
+  a.rope_base = 1e6f;
+  a.local_rope_base = 10000.0f;
+  a.rope_linear = 8.0f;
+  a.post_norms = true;
+  a.embed_scale = true;
+  a.gelu = true;
+  check_arch(
+      a,
+      {{"q/k norm", [](test::TinyArch& x) { x.qk_norm = false; }},
+       {"the local/global pattern (all local)", [](test::TinyArch& x) { x.window_pattern = 0; }},
+       {"sliding windows", [](test::TinyArch& x) { x.window = 0; }},
+       {"the local layers' rope base", [](test::TinyArch& x) { x.local_rope_base = 0.0f; }},
+       {"linear rope scaling", [](test::TinyArch& x) { x.rope_linear = 0.0f; }},
+       {"post norms", [](test::TinyArch& x) { x.post_norms = false; }},
+       {"embedding scale", [](test::TinyArch& x) { x.embed_scale = false; }},
+       {"GeGLU", [](test::TinyArch& x) { x.gelu = false; }},
+       {"NEOX rope", [](test::TinyArch& x) { x.neox = false; }}},
+      40);
+}
+
+}  // namespace
+}  // namespace lift

@@ -1,0 +1,261 @@
+// Tiny random-weight GGUF files of any architecture lift knows (F32 weights, no vocabulary),
+// and an independent float64 forward pass written from the published model definitions
+// (Hugging Face transformers' Qwen3 and Gemma 3): what tests compare lift's logits with.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf_writer.h"
+
+namespace lift::test {
+
+// Hyper-parameters of a tiny model and the features of its forward pass, each of which the
+// oracle can leave out (to show that the comparison would catch its absence).
+struct TinyArch {
+  std::string arch = "qwen3";
+  int dim = 32, layers = 2, heads = 4, kv_heads = 2, head_dim = 12, ffn = 40, vocab = 96;
+  int ctx = 256;
+  int value_length = 0;  // 0: head_dim
+  float eps = 1e-6f;
+  float rope_base = 1e6f;
+  float rope_linear = 0.0f;      // rope.scaling.factor (linear), 0: none
+  float local_rope_base = 0.0f;  // sliding layers' base (Gemma 3: 10000), 0: as global
+  int window = 0;                // sliding_window
+  int window_pattern = 0;        // layer l global iff (l + 1) % pattern == 0; 0: all slide
+  bool neox = true;
+  bool qk_norm = true;
+  bool qkv_bias = false;
+  bool post_norms = false;
+  bool embed_scale = false;
+  bool gelu = false;  // GeGLU (gelu tanh) instead of SwiGLU
+  uint32_t seed = 1;
+};
+
+// Weights by GGUF tensor name: the values the file holds, in ggml order (ne0 contiguous).
+using Weights = std::map<std::string, std::vector<float>>;
+
+inline Weights tiny_weights(const TinyArch& a) {
+  std::mt19937 rng(a.seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  Weights w;
+  auto mat = [&](const std::string& name, int n_in, int n_out, float scale) {
+    auto& v = w[name];
+    v.resize(static_cast<size_t>(n_in) * static_cast<size_t>(n_out));
+    const float s = scale / std::sqrt(static_cast<float>(n_in));
+    for (float& x : v) x = nd(rng) * s;
+  };
+  auto norm = [&](const std::string& name, int n) {
+    auto& v = w[name];
+    v.resize(static_cast<size_t>(n));
+    for (float& x : v) x = 1.0f + 0.2f * nd(rng);
+  };
+  const int qd = a.heads * a.head_dim, kvd = a.kv_heads * a.head_dim;
+  mat("token_embd.weight", a.dim, a.vocab, a.embed_scale ? 0.2f : 1.0f);
+  norm("output_norm.weight", a.dim);
+  for (int l = 0; l < a.layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    norm(p + "attn_norm.weight", a.dim);
+    norm(p + "ffn_norm.weight", a.dim);
+    // Q and K large enough that attention is far from uniform: every feature then shows.
+    mat(p + "attn_q.weight", a.dim, qd, 3.0f);
+    mat(p + "attn_k.weight", a.dim, kvd, 3.0f);
+    mat(p + "attn_v.weight", a.dim, kvd, 1.0f);
+    mat(p + "attn_output.weight", qd, a.dim, 1.0f);
+    mat(p + "ffn_gate.weight", a.dim, a.ffn, 1.0f);
+    mat(p + "ffn_up.weight", a.dim, a.ffn, 1.0f);
+    mat(p + "ffn_down.weight", a.ffn, a.dim, 1.0f);
+    if (a.qk_norm) {
+      norm(p + "attn_q_norm.weight", a.head_dim);
+      norm(p + "attn_k_norm.weight", a.head_dim);
+    }
+    if (a.qkv_bias) {
+      mat(p + "attn_q.bias", 1, qd, 0.5f);
+      mat(p + "attn_k.bias", 1, kvd, 0.5f);
+      mat(p + "attn_v.bias", 1, kvd, 0.5f);
+    }
+    if (a.post_norms) {
+      norm(p + "post_attention_norm.weight", a.dim);
+      norm(p + "post_ffw_norm.weight", a.dim);
+    }
+  }
+  return w;
+}
+
+// The metadata lift reads for `a`; callers may add keys or tensors before writing.
+inline gguf::Writer tiny_writer(const TinyArch& a, const Weights& w) {
+  gguf::Writer g;
+  const std::string p = a.arch + ".";
+  g.set_string("general.architecture", a.arch);
+  g.set_string("general.name", "tiny-" + a.arch);
+  g.set_u32(p + "context_length", static_cast<uint32_t>(a.ctx));
+  g.set_u32(p + "embedding_length", static_cast<uint32_t>(a.dim));
+  g.set_u32(p + "block_count", static_cast<uint32_t>(a.layers));
+  g.set_u32(p + "feed_forward_length", static_cast<uint32_t>(a.ffn));
+  g.set_u32(p + "attention.head_count", static_cast<uint32_t>(a.heads));
+  g.set_u32(p + "attention.head_count_kv", static_cast<uint32_t>(a.kv_heads));
+  g.set_u32(p + "attention.key_length", static_cast<uint32_t>(a.head_dim));
+  g.set_u32(p + "attention.value_length",
+            static_cast<uint32_t>(a.value_length > 0 ? a.value_length : a.head_dim));
+  g.set_f32(p + "attention.layer_norm_rms_epsilon", a.eps);
+  g.set_f32(p + "rope.freq_base", a.rope_base);
+  if (a.rope_linear > 0.0f) {
+    g.set_string(p + "rope.scaling.type", "linear");
+    g.set_f32(p + "rope.scaling.factor", a.rope_linear);
+  }
+  if (a.window > 0) g.set_u32(p + "attention.sliding_window", static_cast<uint32_t>(a.window));
+  for (const auto& [name, v] : w) {
+    std::vector<uint64_t> ne;
+    if (name.find("norm") != std::string::npos || name.find(".bias") != std::string::npos) {
+      ne = {v.size()};
+    } else {
+      // n_in is the first dimension: the row length of every matrix.
+      const bool down = name.find("ffn_down") != std::string::npos;
+      const bool out = name.find("attn_output") != std::string::npos;
+      const uint64_t n_in = static_cast<uint64_t>(down  ? a.ffn
+                                                  : out ? a.heads * a.head_dim
+                                                        : a.dim);
+      ne = {n_in, v.size() / n_in};
+    }
+    std::vector<uint8_t> bytes(v.size() * sizeof(float));
+    std::memcpy(bytes.data(), v.data(), bytes.size());
+    g.add_tensor(name, GgmlType::F32, ne, std::move(bytes));
+  }
+  return g;
+}
+
+inline std::string write_tiny(const gguf::Writer& g, const std::string& tag) {
+  const std::string path =
+      ::testing::TempDir() + "lift-tiny-" + tag + "-" + std::to_string(::getpid()) + ".gguf";
+  g.write(path);
+  return path;
+}
+
+// The float64 forward pass: logits [n][vocab] of every position of `tokens`.
+inline std::vector<double> oracle_logits(const TinyArch& a, const Weights& w,
+                                         const std::vector<int32_t>& tokens) {
+  const size_t n = tokens.size(), dim = static_cast<size_t>(a.dim);
+  const size_t hd = static_cast<size_t>(a.head_dim), nh = static_cast<size_t>(a.heads);
+  const size_t nkv = static_cast<size_t>(a.kv_heads), ffn = static_cast<size_t>(a.ffn);
+  using Vec = std::vector<double>;
+  // y = W x for W stored as n_out rows of n_in.
+  auto linear = [](const std::vector<float>& W, const Vec& x, size_t n_out) {
+    const size_t n_in = x.size();
+    Vec y(n_out, 0.0);
+    for (size_t o = 0; o < n_out; ++o) {
+      for (size_t i = 0; i < n_in; ++i) y[o] += static_cast<double>(W[o * n_in + i]) * x[i];
+    }
+    return y;
+  };
+  auto rmsnorm = [&](const Vec& x, const float* weight, size_t off, size_t len) {
+    double ss = 0;
+    for (size_t i = 0; i < len; ++i) ss += x[off + i] * x[off + i];
+    const double r = 1.0 / std::sqrt(ss / static_cast<double>(len) + a.eps);
+    Vec y(len);
+    for (size_t i = 0; i < len; ++i) y[i] = x[off + i] * r * weight[i];
+    return y;
+  };
+  auto at = [&](const std::string& name) -> const std::vector<float>& { return w.at(name); };
+  std::vector<Vec> x(n);
+  for (size_t t = 0; t < n; ++t) {
+    const float* e = at("token_embd.weight").data() + static_cast<size_t>(tokens[t]) * dim;
+    x[t].assign(e, e + dim);
+    if (a.embed_scale) {
+      for (double& v : x[t]) v *= std::sqrt(static_cast<double>(dim));
+    }
+  }
+  for (int l = 0; l < a.layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    const bool sliding = a.window > 0 && (a.window_pattern == 0 || (l + 1) % a.window_pattern != 0);
+    const double base = (sliding && a.local_rope_base > 0.0f) ? a.local_rope_base : a.rope_base;
+    const double pos_scale =
+        (sliding && a.local_rope_base > 0.0f) || a.rope_linear <= 0.0f ? 1.0 : 1.0 / a.rope_linear;
+    std::vector<Vec> q(n), k(n), v(n);
+    for (size_t t = 0; t < n; ++t) {
+      const Vec h = rmsnorm(x[t], at(p + "attn_norm.weight").data(), 0, dim);
+      q[t] = linear(at(p + "attn_q.weight"), h, nh * hd);
+      k[t] = linear(at(p + "attn_k.weight"), h, nkv * hd);
+      v[t] = linear(at(p + "attn_v.weight"), h, nkv * hd);
+      if (a.qkv_bias) {
+        for (size_t i = 0; i < q[t].size(); ++i) q[t][i] += at(p + "attn_q.bias")[i];
+        for (size_t i = 0; i < k[t].size(); ++i) k[t][i] += at(p + "attn_k.bias")[i];
+        for (size_t i = 0; i < v[t].size(); ++i) v[t][i] += at(p + "attn_v.bias")[i];
+      }
+      // Per head: optional RMSNorm, then rotary embedding (rotate_half pairs i, i + hd/2 for
+      // NEOX; adjacent pairs otherwise), angle pos * pos_scale * base^(-2i/hd).
+      auto head_ops = [&](Vec& vec, size_t heads, const std::string& norm) {
+        for (size_t hh = 0; hh < heads; ++hh) {
+          if (a.qk_norm) {
+            const Vec nv = rmsnorm(vec, at(p + norm).data(), hh * hd, hd);
+            std::copy(nv.begin(), nv.end(), vec.begin() + static_cast<ptrdiff_t>(hh * hd));
+          }
+          for (size_t i = 0; i < hd / 2; ++i) {
+            const double th =
+                static_cast<double>(t) * pos_scale *
+                std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(hd));
+            const size_t ia = hh * hd + (a.neox ? i : 2 * i);
+            const size_t ib = a.neox ? ia + hd / 2 : ia + 1;
+            const double x0 = vec[ia], x1 = vec[ib];
+            vec[ia] = x0 * std::cos(th) - x1 * std::sin(th);
+            vec[ib] = x1 * std::cos(th) + x0 * std::sin(th);
+          }
+        }
+      };
+      head_ops(q[t], nh, "attn_q_norm.weight");
+      head_ops(k[t], nkv, "attn_k_norm.weight");
+    }
+    for (size_t t = 0; t < n; ++t) {
+      Vec att(nh * hd, 0.0);
+      for (size_t h = 0; h < nh; ++h) {
+        const size_t kh = h / (nh / nkv);
+        const size_t lo = sliding && t + 1 > static_cast<size_t>(a.window) ? t + 1 - a.window : 0;
+        Vec s(t + 1, -INFINITY);
+        double mx = -INFINITY;
+        for (size_t u = lo; u <= t; ++u) {
+          double d = 0;
+          for (size_t i = 0; i < hd; ++i) d += q[t][h * hd + i] * k[u][kh * hd + i];
+          s[u] = d / std::sqrt(static_cast<double>(hd));
+          mx = std::max(mx, s[u]);
+        }
+        double sum = 0;
+        for (size_t u = lo; u <= t; ++u) sum += (s[u] = std::exp(s[u] - mx));
+        for (size_t u = lo; u <= t; ++u) {
+          for (size_t i = 0; i < hd; ++i) att[h * hd + i] += s[u] / sum * v[u][kh * hd + i];
+        }
+      }
+      Vec o = linear(at(p + "attn_output.weight"), att, dim);
+      if (a.post_norms) o = rmsnorm(o, at(p + "post_attention_norm.weight").data(), 0, dim);
+      for (size_t i = 0; i < dim; ++i) x[t][i] += o[i];
+      const Vec h = rmsnorm(x[t], at(p + "ffn_norm.weight").data(), 0, dim);
+      const Vec g = linear(at(p + "ffn_gate.weight"), h, ffn);
+      const Vec up = linear(at(p + "ffn_up.weight"), h, ffn);
+      Vec act(ffn);
+      for (size_t i = 0; i < ffn; ++i) {
+        const double z = g[i];
+        const double gate =
+            a.gelu ? 0.5 * z * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (z + 0.044715 * z * z * z)))
+                   : z / (1.0 + std::exp(-z));
+        act[i] = gate * up[i];
+      }
+      Vec d = linear(at(p + "ffn_down.weight"), act, dim);
+      if (a.post_norms) d = rmsnorm(d, at(p + "post_ffw_norm.weight").data(), 0, dim);
+      for (size_t i = 0; i < dim; ++i) x[t][i] += d[i];
+    }
+  }
+  std::vector<double> logits;
+  for (size_t t = 0; t < n; ++t) {
+    const Vec h = rmsnorm(x[t], at("output_norm.weight").data(), 0, dim);
+    const Vec l = linear(at("token_embd.weight"), h, static_cast<size_t>(a.vocab));
+    logits.insert(logits.end(), l.begin(), l.end());
+  }
+  return logits;
+}
+
+}  // namespace lift::test
