@@ -17,12 +17,22 @@ struct MakeModelOptions {
   std::string out;
 };
 
-GgmlType parse_type(const std::string& s) {
+// A ggml type name, or Q4_K_M / Q5_K_M: that K type with llama-quantize's _M mix.
+void parse_type(const std::string& s, SyntheticSpec& spec) {
+  const bool mix = s == "Q4_K_M" || s == "Q5_K_M";
+  const std::string name = mix ? s.substr(0, 4) : s;
   for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
-                     GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1}) {
-    if (ggml_type_name(t) == s) return t;
+                     GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q5_K,
+                     GgmlType::Q6_K}) {
+    if (ggml_type_name(t) == name) {
+      spec.type = t;
+      spec.k_mix = mix;
+      return;
+    }
   }
-  throw Error("unknown weight type '" + s + "' (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1)");
+  throw Error("unknown weight type '" + s +
+              "' (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q4_K_M, "
+              "Q5_K_M)");
 }
 }  // namespace
 
@@ -37,14 +47,15 @@ Runner add_make_model(CLI::App& app) {
   c->add_option("--kv-heads", o->spec.n_kv_heads, "Key/value heads (GQA); 0 = heads");
   c->add_option("--ffn", o->spec.ffn, "Feed-forward width");
   c->add_option("--type", o->type,
-                "Type of every 2-D weight: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1");
+                "Type of every 2-D weight: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K "
+                "Q6_K, or the mixes Q4_K_M Q5_K_M (Q6_K output and some attn_v/ffn_down)");
   c->add_flag("--tied", o->spec.tied, "Omit output.weight (tied to token_embd)");
   c->add_option("--seed", o->spec.seed, "Random seed");
   c->add_option("--context", o->spec.context_length, "Context length");
   c->add_option("--vocab-from", o->spec.vocab_from, "GGUF whose tokenizer metadata is copied");
   return [o] {
     if (o->spec.n_kv_heads <= 0) o->spec.n_kv_heads = o->spec.n_heads;
-    o->spec.type = parse_type(o->type);
+    parse_type(o->type, o->spec);
     write_synthetic_model(o->spec, o->out);
     std::fprintf(stderr, "lift: wrote %s\n", o->out.c_str());
     return 0;

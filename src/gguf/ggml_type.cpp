@@ -78,6 +78,12 @@ bool ggml_type_supported(GgmlType t) {
     case GgmlType::Q4_1:
     case GgmlType::Q5_0:
     case GgmlType::Q5_1:
+    case GgmlType::IQ4_NL:
+    case GgmlType::Q2_K:
+    case GgmlType::Q3_K:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+    case GgmlType::Q6_K:
       return true;
     default:
       return false;

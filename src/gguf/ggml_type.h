@@ -64,7 +64,8 @@ inline size_t ggml_row_bytes(GgmlType t, size_t elems) {
   return elems / info.block_elems * info.block_bytes;
 }
 
-// Types the compute kernels support (dequantize and dot product).
+// Types the compute kernels support (dequantize and dot product): the codec table's types
+// (kernels/codec.h; a kernels test checks the two agree).
 bool ggml_type_supported(GgmlType t);
 
 }  // namespace lift

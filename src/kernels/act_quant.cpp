@@ -10,6 +10,7 @@
 
 #include "kernels/act_quant_impl.h"
 #include "kernels/bf16x2.h"
+#include "kernels/codec.h"
 #include "kernels/fp16.h"
 #include "kernels/isa.h"
 #include "kernels/quant_blocks.h"
@@ -17,25 +18,13 @@
 namespace lift::kernels {
 
 ActFormat act_format(GgmlType weight, bool quantize_activations, RowKind kind) {
-  switch (weight) {
-    case GgmlType::F32:
-      return ActFormat::f32;
-    case GgmlType::F16:
-    case GgmlType::BF16:
-      return quantize_activations && kind == RowKind::prompt && active_isa() == Isa::amx
-                 ? ActFormat::bf16x2
-                 : ActFormat::f32;
-    case GgmlType::Q8_0:
-    case GgmlType::Q4_0:
-    case GgmlType::Q5_0:
-      return quantize_activations ? ActFormat::q8_0 : ActFormat::f32;
-    case GgmlType::Q4_1:
-    case GgmlType::Q5_1:
-      return quantize_activations ? ActFormat::q8_1 : ActFormat::f32;
-    default:
-      throw std::invalid_argument("act_format: unsupported weight type " +
-                                  std::string(ggml_type_name(weight)));
+  const Codec& c = codec_of(weight, "act_format");
+  if (weight == GgmlType::F16 || weight == GgmlType::BF16) {
+    return quantize_activations && kind == RowKind::prompt && active_isa() == Isa::amx
+               ? ActFormat::bf16x2
+               : ActFormat::f32;
   }
+  return quantize_activations ? c.act : ActFormat::f32;
 }
 
 bool kinds_differ(GgmlType weight, bool quantize_activations) {
@@ -46,6 +35,13 @@ bool kinds_differ(GgmlType weight, bool quantize_activations) {
 
 size_t act_row_bytes(ActFormat af, size_t n) {
   if (af == ActFormat::f32 || af == ActFormat::bf16x2) return n * 4;
+  if (af == ActFormat::q8_k) {
+    if (n % kKBlock != 0) {
+      throw std::invalid_argument("act_row_bytes: q8_k activation row of " + std::to_string(n) +
+                                  " elements is not a multiple of 256");
+    }
+    return n / kKBlock * sizeof(BlockQ8_K);
+  }
   if (n % kQBlock != 0) {
     throw std::invalid_argument("act_row_bytes: quantized activation row of " + std::to_string(n) +
                                 " elements is not a multiple of 32");
@@ -69,6 +65,7 @@ void quantize_activation_row(ActFormat af, const float* x, size_t n, void* dst) 
     return;
   }
   (void)act_row_bytes(af, n);  // validates n
+  if (af == ActFormat::q8_k) return detail::quantize_q8_k(x, n, out);
   const bool with_sum = af == ActFormat::q8_1;
   switch (active_isa()) {
     case Isa::amx:
@@ -112,6 +109,35 @@ void quantize_q8_scalar(const float* x, size_t n, uint8_t* dst, bool with_sum) {
     } else {
       std::memcpy(blk + 2, qs, kQBlock);
     }
+  }
+}
+
+void quantize_q8_k(const float* x, size_t n, uint8_t* dst) {
+  for (size_t b = 0; b < n / kKBlock; ++b) {
+    const float* xb = x + b * kKBlock;
+    float amax = 0.0f, xm = 0.0f;
+    for (size_t i = 0; i < kKBlock; ++i) {
+      const float ax = std::fabs(xb[i]);
+      if (ax > amax) {
+        amax = ax;
+        xm = xb[i];
+      }
+    }
+    BlockQ8_K blk{};
+    if (amax != 0.0f) {
+      const float iscale = -127.0f / xm;
+      for (size_t i = 0; i < kKBlock; ++i) {
+        // |iscale * x| <= 127 * (1 + eps): lrint rounds half to even as ggml's nearest_int does.
+        blk.qs[i] = static_cast<int8_t>(std::min(127L, std::lrint(iscale * xb[i])));
+      }
+      for (size_t j = 0; j < 16; ++j) {
+        int32_t sum = 0;
+        for (size_t i = 0; i < 16; ++i) sum += blk.qs[16 * j + i];
+        blk.bsums[j] = static_cast<int16_t>(sum);
+      }
+      blk.d = 1.0f / iscale;
+    }
+    std::memcpy(dst + b * sizeof blk, &blk, sizeof blk);
   }
 }
 

@@ -176,7 +176,8 @@ class CpuBackend final : public RowOpsBackend {
   // dispatch over the output columns of all of them, split in whole panels.
   void matmul_panels(const Matrix* const* ws, float* const* ys, size_t n, kernels::ActFormat af,
                      const float* x, size_t n_rows) {
-    const Activations a = prepare(af, x, ws[0]->n_in, n_rows, true);
+    // Only the q8_0 panels read block info; K panels take the Q8_K rows as they are.
+    const Activations a = prepare(af, x, ws[0]->n_in, n_rows, af == kernels::ActFormat::q8_0);
     panel_columns(ws, n, [&](size_t i, size_t o0, size_t o1) {
       kernels::matmul_panels(*ws[i]->panel, a.data, a.stride, a.info, n_rows, ys[i], ws[i]->n_out,
                              o0, o1);

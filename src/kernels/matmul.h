@@ -20,9 +20,10 @@ namespace lift::kernels {
 // act: n_rows activation rows in format af (from quantize_activation_row, or raw floats when
 // af == f32), row r at (const uint8_t*)act + r * act_stride.
 // Computes y[r * ldy + o] = dot(W row o, act row r) for r in [0, n_rows), o in [o_begin, o_end).
-// Supported (wt, af): (F32|F16|BF16|Q8_0|Q4_0|Q5_0|Q4_1|Q5_1, f32), (Q8_0|Q4_0|Q5_0, q8_0),
-// (Q4_1|Q5_1, q8_1). Throws std::invalid_argument for other pairs or inconsistent sizes.
-// Quantized n_in must be a multiple of 32; f32 activations must be 4-byte aligned.
+// Supported (wt, af): every codec type (codec.h) with f32, and each quantized type with its
+// codec's format (q8_0: Q8_0/Q4_0/Q5_0/IQ4_NL, q8_1: Q4_1/Q5_1, q8_k: Q2_K..Q6_K). Throws
+// std::invalid_argument for other pairs or inconsistent sizes. Quantized n_in must be a whole
+// number of blocks (32 or 256); f32 activations must be 4-byte aligned.
 // Never allocates and never starts threads.
 void matmul(GgmlType wt, const void* w, size_t w_row_bytes, size_t n_in, ActFormat af,
             const void* act, size_t act_stride, size_t n_rows, float* y, size_t ldy, size_t o_begin,

@@ -28,11 +28,15 @@ size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 }
 
 bool packable(GgmlType t) {
-  return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::F16 || t == GgmlType::BF16;
+  return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::F16 || t == GgmlType::BF16 ||
+         is_k_panel(t);
 }
 
 size_t panel_bytes_for(GgmlType t, size_t n_in) {
   if (t == GgmlType::F16 || t == GgmlType::BF16) return round_up(n_in * 2 * kPanelRows, 64);
+  if (is_k_panel(t)) {
+    return round_up(n_in / kKBlock * (k_panel_block_bytes(t) + k_panel_scale_bytes(t)), 64);
+  }
   return round_up(n_in / kQBlock * (panel_code_bytes(t) + kPanelScaleBytes), 64);
 }
 
@@ -40,6 +44,7 @@ size_t panel_bytes_for(GgmlType t, size_t n_in) {
 size_t float_offset(size_t i, size_t lane) { return (i * kPanelRows + lane) * 2; }
 
 void pack_row(GgmlType t, const uint8_t* src, size_t n_in, size_t lane, uint8_t* panel) {
+  if (is_k_panel(t)) return detail::pack_k_row(t, src, n_in, lane, panel);
   const size_t nb = n_in / kQBlock;
   switch (t) {
     case GgmlType::F16:
@@ -75,6 +80,7 @@ void pack_row(GgmlType t, const uint8_t* src, size_t n_in, size_t lane, uint8_t*
 }
 
 void unpack_row(const PanelMatrix& w, size_t lane, const uint8_t* panel, uint8_t* dst) {
+  if (is_k_panel(w.type)) fail("K panels cannot be unpacked to stored rows");
   const size_t nb = w.n_in / kQBlock;
   switch (w.type) {
     case GgmlType::F16:
@@ -123,7 +129,8 @@ void zero_row(GgmlType t, size_t n_in, uint8_t* dst) {
       }
       return;
     default:
-      std::memset(dst, 0, n_in * 2);
+      // Float types, and K types: zero scales (all codes then decode to 0).
+      std::memset(dst, 0, ggml_row_bytes(t, n_in));
   }
 }
 
@@ -136,6 +143,8 @@ PanelMatrix pack_panels(GgmlType type, const void* w, size_t row_bytes, size_t n
   if (n_in == 0 || n_out == 0) fail("empty matrix");
   if (is_quantized(type) && n_in % kQBlock != 0)
     fail("n_in " + std::to_string(n_in) + " not a multiple of 32");
+  if (is_k_panel(type) && n_in % kKBlock != 0)
+    fail("n_in " + std::to_string(n_in) + " not a multiple of 256");
   if (row_bytes < ggml_row_bytes(type, n_in)) fail("row_bytes too small");
   PanelMatrix m;
   m.type = type;
@@ -184,6 +193,10 @@ void matmul_panels(const PanelMatrix& w, const void* act, size_t act_stride,
     throw std::invalid_argument("matmul_panels: no panel kernel for the active instruction set");
   }
   if (n_rows == 0 || o_begin == o_end) return;
+  if (is_k_panel(w.type)) {
+    return detail::matmul_k_panels_avx512(detail::panel_view(w), static_cast<const uint8_t*>(act),
+                                          act_stride, n_rows, y, ldy, o_begin, o_end);
+  }
   detail::matmul_panels_avx512(detail::panel_view(w), act, act_stride, info, n_rows, y, ldy,
                                o_begin, o_end);
 }

@@ -30,6 +30,14 @@ inline constexpr size_t kPanelRows = 16;
 //  * Q4_0: nibbles [nb][4 vectors][16 rows][4 bytes]: the low nibble of byte (v, row, t) is
 //    element 4v+t of the block, the high nibble element 4(v+4)+t; then scales [nb][16] f16.
 //  * F16 / BF16: [n_in][16] values in the stored type.
+//  * Q4_K / Q5_K / Q6_K (q8_k activations; per 256-element super-block, panel_kquant.cpp):
+//    Q4_K: codes [8 sub-blocks][4 vectors][16 rows][4 bytes] (low nibble element 32k+4v+t,
+//    high nibble element 32k+16+4v+t), scales u8 [8][16], mins u8 [4 pairs][16][2]; Q5_K:
+//    Q4_K's codes, then 5th bits [8][16][4] (bit j of byte t: quad j's element t), then Q4_K's
+//    scales and mins; Q6_K: low
+//    nibbles [16 sub-blocks][2 vectors][16][4] (quads 0/1 and 2/3 of the sub-block), high bit
+//    pairs [16][16][4] (quad j in bits 2j..2j+1), scales i8 [16][16]; then, after all blocks,
+//    f16 d [nb][16] (Q4_K: d [16] then dmin [16] per block).
 // Panels start `panel_bytes` apart, 64-byte aligned.
 struct PanelMatrix {
   GgmlType type = GgmlType::F32;
@@ -44,8 +52,20 @@ struct PanelMatrix {
 };
 
 inline namespace LIFT_TARGET_NS {
-// Q8_0 and Q4_0: the types whose panels take q8_0 activations.
-inline bool is_quantized(GgmlType t) { return t == GgmlType::Q8_0 || t == GgmlType::Q4_0; }
+// Q8_0 and Q4_0 (q8_0 activations), Q4_K, Q5_K and Q6_K (q8_k): the integer panels.
+inline bool is_k_panel(GgmlType t) {
+  return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
+}
+inline bool is_quantized(GgmlType t) {
+  return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || is_k_panel(t);
+}
+
+// Bytes of one super-block of 16 rows in a K panel (codes and sub-block scales), and of its
+// f16 d (and dmin) in the stream after all blocks.
+constexpr size_t k_panel_block_bytes(GgmlType t) {
+  return t == GgmlType::Q4_K ? 2304 : t == GgmlType::Q5_K ? 2816 : 3328;
+}
+constexpr size_t k_panel_scale_bytes(GgmlType t) { return t == GgmlType::Q6_K ? 32 : 64; }
 
 // Bytes of one block of 16 rows in a quantized panel: the codes, then (after all blocks' codes)
 // the 16 f16 scales.
@@ -53,8 +73,8 @@ inline constexpr size_t kPanelScaleBytes = 2 * kPanelRows;
 constexpr size_t panel_code_bytes(GgmlType t) { return t == GgmlType::Q8_0 ? 512 : 256; }
 }  // namespace LIFT_TARGET_NS
 
-// Whether the active Isa has panel kernels for this weight type (AVX-512 VNNI: Q8_0, Q4_0, F16,
-// BF16). When false, products use the stored rows through matmul().
+// Whether the active Isa has panel kernels for this weight type (AVX-512 VNNI: Q8_0, Q4_0, Q4_K,
+// Q5_K, Q6_K, F16, BF16). When false, products use the stored rows through matmul().
 bool panel_supported(GgmlType type);
 
 // Repacks n_out rows of n_in elements (row o at w + o * row_bytes). Throws std::invalid_argument
@@ -73,14 +93,16 @@ struct ActBlockInfo {
 void act_block_info(const void* q8_0_row, size_t n, ActBlockInfo* info);
 
 // y[r * ldy + o] = dot(row o, act row r) for r < n_rows and o in [o_begin, o_end), o_begin a
-// multiple of kPanelRows. Quantized panels take q8_0 activations with their block info (row r's
-// info at info + r * n_in / 32); float panels take f32 rows (info unused). Never allocates.
+// multiple of kPanelRows. Q8_0/Q4_0 panels take q8_0 activations with their block info (row r's
+// info at info + r * n_in / 32); K panels q8_k rows and float panels f32 rows (info unused).
+// Never allocates.
 void matmul_panels(const PanelMatrix& w, const void* act, size_t act_stride,
                    const ActBlockInfo* info, size_t n_rows, float* y, size_t ldy, size_t o_begin,
                    size_t o_end);
 
 // Stored-row view of panel row o (for tests): writes n_in elements' worth of the original
-// row bytes, ggml layout, to dst.
+// row bytes, ggml layout, to dst. K panels keep decoded sub-block scales, not the packed bytes:
+// for them this throws std::invalid_argument.
 void unpack_panel_row(const PanelMatrix& w, size_t o, void* dst);
 
 namespace detail {
@@ -97,6 +119,11 @@ PanelView panel_view(const PanelMatrix& w);
 inline namespace LIFT_TARGET_NS {
 inline const uint8_t* panel_at(const PanelView& w, size_t p) { return w.data + p * w.panel_bytes; }
 }  // namespace LIFT_TARGET_NS
+
+// K panels (panel_kquant.cpp): writes row `lane` of a panel from one stored row.
+void pack_k_row(GgmlType t, const uint8_t* src, size_t n_in, size_t lane, uint8_t* panel);
+void matmul_k_panels_avx512(const PanelView& w, const uint8_t* act, size_t act_stride,
+                            size_t n_rows, float* y, size_t ldy, size_t o_begin, size_t o_end);
 
 void act_block_info_avx512(const uint8_t* row, size_t nb, ActBlockInfo* info);
 void matmul_panels_avx512(const PanelView& w, const void* act, size_t act_stride,

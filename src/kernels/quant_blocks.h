@@ -1,4 +1,5 @@
-// Byte layouts of the 32-element block formats (see shared/models/quantized/FORMATS.md).
+// Byte layouts of the block formats (see shared/models/quantized/FORMATS.md): the 32-element
+// ones, the 256-element K-quant super-blocks and the Q8_K activation blocks.
 // Scales are kept as raw f16 bits and the 5th-bit masks as bytes: the structs then have no
 // padding and alignment 2, so a row of blocks can be overlaid on mmapped file data.
 // Multi-byte fields are little-endian, which is what x86 reads natively.
@@ -12,7 +13,8 @@
 
 namespace lift::kernels {
 
-inline constexpr size_t kQBlock = 32;  // elements per block of every format here
+inline constexpr size_t kQBlock = 32;   // elements per block of the 32-element formats
+inline constexpr size_t kKBlock = 256;  // elements per K-quant super-block
 
 struct BlockQ8_0 {
   uint16_t d;  // f16 scale
@@ -43,6 +45,63 @@ struct BlockQ5_1 {
   uint8_t qs[16];
 };
 
+// IQ4_NL: Q4_0's layout, but the nibble indexes a fixed non-linear table of int8 levels.
+struct BlockIQ4_NL {
+  uint16_t d;
+  uint8_t qs[16];
+};
+
+// Q2_K: 16 sub-blocks of 16; scales[k] = 4-bit scale (low) | 4-bit min (high); 2-bit codes.
+struct BlockQ2_K {
+  uint8_t scales[16];
+  uint8_t qs[64];
+  uint16_t d;
+  uint16_t dmin;
+};
+
+// Q3_K: 16 sub-blocks of 16 with 6-bit scales (stored s + 32); 2 low bits in qs, 3rd bit in
+// hmask (clear means subtract 4).
+struct BlockQ3_K {
+  uint8_t hmask[32];
+  uint8_t qs[64];
+  uint8_t scales[12];
+  uint16_t d;
+};
+
+// Q4_K: 8 sub-blocks of 32, each with a 6-bit scale and a 6-bit min packed in scales[12].
+struct BlockQ4_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[12];
+  uint8_t qs[128];
+};
+
+// Q5_K: Q4_K plus a 5th bit per element in qh.
+struct BlockQ5_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[12];
+  uint8_t qh[32];
+  uint8_t qs[128];
+};
+
+// Q6_K: 16 sub-blocks of 16 with int8 scales; 6-bit codes offset by 32 (4 low bits in ql, 2
+// high bits in qh).
+struct BlockQ6_K {
+  uint8_t ql[128];
+  uint8_t qh[64];
+  int8_t scales[16];
+  uint16_t d;
+};
+
+// Activation format of K-quant matmuls (llama.cpp's Q8_K): f32 scale, 256 codes and the sums
+// of each 16 codes.
+struct BlockQ8_K {
+  float d;
+  int8_t qs[256];
+  int16_t bsums[16];
+};
+
 // Activation format of Q4_1/Q5_1 matmuls: s = d * sum(qs) carries the m-term of the weight.
 struct BlockQ8_1 {
   uint16_t d;
@@ -57,6 +116,13 @@ static_assert(sizeof(BlockQ4_1) == 20);
 static_assert(sizeof(BlockQ5_0) == 22);
 static_assert(sizeof(BlockQ5_1) == 24);
 static_assert(sizeof(BlockQ8_1) == 36);
+static_assert(sizeof(BlockIQ4_NL) == 18);
+static_assert(sizeof(BlockQ2_K) == 84);
+static_assert(sizeof(BlockQ3_K) == 110);
+static_assert(sizeof(BlockQ4_K) == 144);
+static_assert(sizeof(BlockQ5_K) == 176);
+static_assert(sizeof(BlockQ6_K) == 210);
+static_assert(sizeof(BlockQ8_K) == 292);
 
 inline namespace LIFT_TARGET_NS {
 inline uint32_t load_qh(const uint8_t qh[4]) {

@@ -9,6 +9,7 @@
 
 #include "kernels/fp16.h"
 #include "kernels/quant_blocks.h"
+#include "kernels/quantize_impl.h"
 
 namespace lift::kernels {
 namespace {
@@ -118,6 +119,12 @@ void blocks(const float* x, void* dst, size_t n) {
   }
 }
 
+template <void (*Encode)(const float*, uint8_t*), size_t kBytes>
+void super_blocks(const float* x, void* dst, size_t n) {
+  auto* out = static_cast<uint8_t*>(dst);
+  for (size_t i = 0; i < n / kKBlock; ++i) Encode(x + i * kKBlock, out + i * kBytes);
+}
+
 }  // namespace
 
 void quantize_row(GgmlType t, const float* x, void* dst, size_t n) {
@@ -127,6 +134,12 @@ void quantize_row(GgmlType t, const float* x, void* dst, size_t n) {
     throw std::invalid_argument("quantize_row: " + std::to_string(n) +
                                 " elements is not a whole number of " +
                                 std::string(ggml_type_name(t)) + " blocks of 32");
+  }
+  const bool k_type = t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
+  if (k_type && n % kKBlock != 0) {
+    throw std::invalid_argument("quantize_row: " + std::to_string(n) +
+                                " elements is not a whole number of " +
+                                std::string(ggml_type_name(t)) + " super-blocks of 256");
   }
   switch (t) {
     case GgmlType::F32:
@@ -151,10 +164,17 @@ void quantize_row(GgmlType t, const float* x, void* dst, size_t n) {
       return blocks<BlockQ5_0, q5_0>(x, dst, n);
     case GgmlType::Q5_1:
       return blocks<BlockQ5_1, q5_1>(x, dst, n);
+    case GgmlType::Q4_K:
+      return super_blocks<detail::quantize_q4_k, sizeof(BlockQ4_K)>(x, dst, n);
+    case GgmlType::Q5_K:
+      return super_blocks<detail::quantize_q5_k, sizeof(BlockQ5_K)>(x, dst, n);
+    case GgmlType::Q6_K:
+      return super_blocks<detail::quantize_q6_k, sizeof(BlockQ6_K)>(x, dst, n);
     default:
-      throw std::invalid_argument("quantize_row: cannot quantize to " +
-                                  std::string(ggml_type_name(t)) +
-                                  " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1)");
+      throw std::invalid_argument(
+          "quantize_row: cannot quantize to " + std::string(ggml_type_name(t)) +
+          " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, "
+          "Q6_K)");
   }
 }
 

@@ -9,8 +9,9 @@
 
 namespace lift::kernels {
 
-// Encodes n float32 values (a multiple of 32 for block types) into ggml_row_bytes(t, n) bytes
-// at dst, in the GGUF layout of t. Supports F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1; throws
+// Encodes n float32 values (a multiple of 32 for block types, of 256 for K types) into
+// ggml_row_bytes(t, n) bytes at dst, in the GGUF layout of t. Supports F32, F16, BF16, Q8_0,
+// Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K (quantize_kquant.cpp describes the K ones); throws
 // std::invalid_argument naming the type otherwise, or when n is not a whole number of blocks.
 // Per 32-element block:
 //   Q8_0       d = max|x| / 127, q = round(x / d) in -127..127;

@@ -37,7 +37,7 @@ Matrix matrix(const gguf::File& f, const std::string& name, uint64_t n_in, uint6
     throw Error(f.path() + ": tensor '" + name + "' has type " +
                 std::string(ggml_type_name(t.type)) +
                 ", which lift cannot compute with yet (supported: F32, F16, BF16, Q8_0, Q4_0, "
-                "Q4_1, Q5_0, Q5_1)");
+                "Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)");
   }
   return Matrix{t.type, t.data, n_in, n_out, ggml_row_bytes(t.type, n_in)};
 }

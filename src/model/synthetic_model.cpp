@@ -98,7 +98,12 @@ void check(bool ok, const std::string& what) {
 
 }  // namespace
 
-int synthetic_file_type(GgmlType t) {
+bool k_mix_more_bits(int layer, int n_layers) {
+  return layer < n_layers / 8 || layer >= 7 * n_layers / 8 || (layer - n_layers / 8) % 3 == 2;
+}
+
+int synthetic_file_type(GgmlType t, bool k_mix) {
+  if (k_mix) return t == GgmlType::Q4_K ? 15 : t == GgmlType::Q5_K ? 17 : -1;
   switch (t) {
     case GgmlType::F32:
       return 0;
@@ -116,16 +121,24 @@ int synthetic_file_type(GgmlType t) {
       return 9;
     case GgmlType::BF16:
       return 32;
+    // Uniform K files have no ftype of their own; these are the nearest (_S, and Q6_K).
+    case GgmlType::Q4_K:
+      return 14;
+    case GgmlType::Q5_K:
+      return 16;
+    case GgmlType::Q6_K:
+      return 18;
     default:
       return -1;
   }
 }
 
 void write_synthetic_model(const SyntheticSpec& spec, const std::string& path) {
-  const int file_type = synthetic_file_type(spec.type);
+  const int file_type = synthetic_file_type(spec.type, spec.k_mix);
   check(file_type >= 0, "weight type " + std::string(ggml_type_name(spec.type)) +
-                            " is not supported (use F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0 "
-                            "or Q5_1)");
+                            (spec.k_mix ? " with the _M mix" : "") +
+                            " is not supported (use F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, "
+                            "Q5_1, Q4_K, Q5_K or Q6_K; the _M mix with Q4_K or Q5_K)");
   check(spec.dim > 0 && spec.n_layers > 0 && spec.n_heads > 0 && spec.n_kv_heads > 0 &&
             spec.ffn > 0 && spec.context_length > 0,
         "dim, n_layers, n_heads, n_kv_heads, ffn and context_length must be positive");
@@ -159,7 +172,8 @@ void write_synthetic_model(const SyntheticSpec& spec, const std::string& path) {
   w.set_string("general.architecture", "llama");
   w.set_string("general.name", "synthetic-llama-" + std::to_string(spec.dim) + "d-" +
                                    std::to_string(spec.n_layers) + "L-" +
-                                   std::string(ggml_type_name(spec.type)));
+                                   std::string(ggml_type_name(spec.type)) +
+                                   (spec.k_mix ? "_M" : ""));
   w.set_u32("general.file_type", static_cast<uint32_t>(file_type));
   if (ggml_type_info(spec.type).block_elems > 1) w.set_u32("general.quantization_version", 2);
   w.set_u32("llama.context_length", static_cast<uint32_t>(spec.context_length));
@@ -178,9 +192,10 @@ void write_synthetic_model(const SyntheticSpec& spec, const std::string& path) {
 
   // Each weight tensor draws from its own seed, so its values do not depend on the others.
   uint64_t seed_state = spec.seed;
-  auto weight = [&](const std::string& name, uint64_t ne0, uint64_t ne1) {
+  auto weight = [&](const std::string& name, uint64_t ne0, uint64_t ne1, bool more_bits = false) {
     const uint64_t tensor_seed = splitmix64(seed_state);
-    w.add_tensor(name, spec.type, {ne0, ne1}, WeightFill{spec.type, ne0, ne1, tensor_seed});
+    const GgmlType t = spec.k_mix && more_bits ? GgmlType::Q6_K : spec.type;
+    w.add_tensor(name, t, {ne0, ne1}, WeightFill{t, ne0, ne1, tensor_seed});
   };
   auto norm = [&](const std::string& name) {
     w.add_tensor(name, GgmlType::F32, {dim}, [](uint8_t* dst, size_t n_bytes) {
@@ -192,18 +207,19 @@ void write_synthetic_model(const SyntheticSpec& spec, const std::string& path) {
   weight("token_embd.weight", dim, n_vocab);
   for (int l = 0; l < spec.n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
+    const bool more_bits = k_mix_more_bits(l, spec.n_layers);
     norm(p + "attn_norm.weight");
     weight(p + "attn_q.weight", dim, dim);
     weight(p + "attn_k.weight", dim, kv_dim);
-    weight(p + "attn_v.weight", dim, kv_dim);
+    weight(p + "attn_v.weight", dim, kv_dim, more_bits);
     weight(p + "attn_output.weight", dim, dim);
     norm(p + "ffn_norm.weight");
     weight(p + "ffn_gate.weight", dim, ffn);
     weight(p + "ffn_up.weight", dim, ffn);
-    weight(p + "ffn_down.weight", ffn, dim);
+    weight(p + "ffn_down.weight", ffn, dim, more_bits);
   }
   norm("output_norm.weight");
-  if (!spec.tied) weight("output.weight", dim, n_vocab);
+  if (!spec.tied) weight("output.weight", dim, n_vocab, true);
 
   w.write(path);
 }

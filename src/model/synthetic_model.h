@@ -16,8 +16,12 @@ struct SyntheticSpec {
   int n_kv_heads = 12;
   int ffn = 2048;
   // Type of every 2-D weight, token_embd and output included: F32, F16, BF16, Q8_0, Q4_0, Q4_1,
-  // Q5_0 or Q5_1. Norm weights are always F32 (all ones).
+  // Q5_0, Q5_1, Q4_K, Q5_K or Q6_K. Norm weights are always F32 (all ones).
   GgmlType type = GgmlType::Q8_0;
+  // llama-quantize's "_M" mix for a K type (Q4_K_M, Q5_K_M): output.weight, and attn_v and
+  // ffn_down of the first and last eighth of the layers and of every third layer between,
+  // become Q6_K.
+  bool k_mix = false;
   bool tied = false;  // no output.weight: the output projection reuses token_embd
   uint64_t seed = 0;
   int context_length = 4096;
@@ -33,8 +37,12 @@ struct SyntheticSpec {
 // write.
 void write_synthetic_model(const SyntheticSpec& spec, const std::string& path);
 
-// The general.file_type (llama_ftype) value for a model whose weights are all of type t;
-// -1 for types without one.
-int synthetic_file_type(GgmlType t);
+// The general.file_type (llama_ftype) value for a model whose weights are of type t (with the
+// _M mix when k_mix); -1 for types without one.
+int synthetic_file_type(GgmlType t, bool k_mix = false);
+
+// Whether llama-quantize's _M mixes give layer `layer` of n_layers more bits (Q6_K) for
+// attn_v and ffn_down.
+bool k_mix_more_bits(int layer, int n_layers);
 
 }  // namespace lift

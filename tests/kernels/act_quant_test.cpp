@@ -30,7 +30,13 @@ TEST(KernelActQuant, FormatForWeightType) {
   EXPECT_EQ(act_format(GgmlType::BF16, true), ActFormat::f32);
   EXPECT_EQ(act_format(GgmlType::Q4_0, false), ActFormat::f32);
   EXPECT_EQ(act_format(GgmlType::Q5_1, false), ActFormat::f32);
-  EXPECT_THROW(act_format(GgmlType::Q6_K, true), std::invalid_argument);
+  EXPECT_EQ(act_format(GgmlType::IQ4_NL, true), ActFormat::q8_0);
+  for (GgmlType t :
+       {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+    EXPECT_EQ(act_format(t, true), ActFormat::q8_k) << ggml_type_name(t);
+    EXPECT_EQ(act_format(t, false), ActFormat::f32) << ggml_type_name(t);
+  }
+  EXPECT_THROW(act_format(GgmlType::IQ2_XXS, true), std::invalid_argument);
 }
 
 TEST(KernelActQuant, RowBytes) {
@@ -38,6 +44,8 @@ TEST(KernelActQuant, RowBytes) {
   EXPECT_EQ(act_row_bytes(ActFormat::q8_0, 64), 68u);
   EXPECT_EQ(act_row_bytes(ActFormat::q8_1, 64), 72u);
   EXPECT_THROW(act_row_bytes(ActFormat::q8_0, 48), std::invalid_argument);
+  EXPECT_EQ(act_row_bytes(ActFormat::q8_k, 512), 584u);
+  EXPECT_THROW(act_row_bytes(ActFormat::q8_k, 224), std::invalid_argument);
 }
 
 // The row's bytes, every one of them written (testing::written_bytes): a zero block is only
@@ -126,6 +134,41 @@ TEST(KernelActQuant, AllIsasBitIdentical) {
       }
     }
   }
+}
+
+// Q8_K as ggml's quantize_row_q8_K: the scale comes from the first value of largest |x| with
+// its sign (iscale = -127 / x_max, so codes flip sign when it is positive), codes round half
+// to even and are capped at 127, d = 1 / iscale in f32, and bsums hold each 16 codes' sum.
+TEST(KernelActQuant, Q8_KMatchesGgmlRule) {
+  std::vector<float> x(512, 0.0f);
+  // Block 0: x_max = -127 (index 3; the later +127 does not replace it), iscale = 1.
+  x[3] = -127.0f;
+  x[7] = 127.0f;
+  x[20] = 2.5f;   // tie: 2
+  x[21] = -3.5f;  // tie: -4
+  // Block 1: x_max = +64, iscale = -127/64: codes of the opposite sign.
+  x[256] = 64.0f;
+  x[257] = -64.0f;
+  x[258] = 32.0f;
+  const auto q = quantize(ActFormat::q8_k, x);
+  BlockQ8_K b[2];
+  std::memcpy(b, q.data(), sizeof b);
+  EXPECT_EQ(b[0].d, 1.0f);
+  EXPECT_EQ(b[0].qs[3], -127);
+  EXPECT_EQ(b[0].qs[7], 127);
+  EXPECT_EQ(b[0].qs[20], 2);
+  EXPECT_EQ(b[0].qs[21], -4);
+  EXPECT_EQ(b[0].bsums[0], 0);  // -127 + 127
+  EXPECT_EQ(b[0].bsums[1], -2);
+  const float iscale = -127.0f / 64.0f;
+  EXPECT_EQ(b[1].d, 1.0f / iscale);
+  EXPECT_EQ(b[1].qs[0], -127);
+  EXPECT_EQ(b[1].qs[1], 127);
+  EXPECT_EQ(b[1].qs[2], static_cast<int8_t>(std::lrint(iscale * 32.0f)));
+  EXPECT_EQ(b[1].bsums[0], b[1].qs[2]);
+  // An all-zero block: d = 0, zero codes and sums.
+  const auto z = quantize(ActFormat::q8_k, std::vector<float>(256, 0.0f));
+  EXPECT_EQ(z, std::vector<uint8_t>(sizeof(BlockQ8_K), 0));
 }
 
 }  // namespace

@@ -115,10 +115,10 @@ TEST(KernelDequant, UnsupportedTypeThrowsWithName) {
   std::vector<uint8_t> buf(1024);
   std::vector<float> y(256);
   try {
-    dequantize_row(GgmlType::Q4_K, buf.data(), y.data(), 256);
+    dequantize_row(GgmlType::IQ2_XXS, buf.data(), y.data(), 256);
     FAIL() << "expected std::invalid_argument";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("Q4_K"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("IQ2_XXS"), std::string::npos) << e.what();
   }
   EXPECT_THROW(dequantize_row(GgmlType::Q4_0, buf.data(), y.data(), 33), std::invalid_argument);
 }

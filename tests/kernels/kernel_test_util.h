@@ -85,6 +85,22 @@ inline std::vector<uint8_t> random_weights(GgmlType t, size_t n_out, size_t n_in
           put16(0, f32_to_f16(scale(rng)));
           put16(2, f32_to_f16(val(rng) * 0.2f));
           break;
+        // K-quants: small super-block scales (sub-block scales multiply them by up to 127).
+        case GgmlType::Q2_K:
+          put16(80, f32_to_f16(scale(rng) / 8));
+          put16(82, f32_to_f16(scale(rng) / 8));
+          break;
+        case GgmlType::Q3_K:
+          put16(108, f32_to_f16(scale(rng) / 16));
+          break;
+        case GgmlType::Q4_K:
+        case GgmlType::Q5_K:
+          put16(0, f32_to_f16(scale(rng) / 32));
+          put16(2, f32_to_f16(scale(rng) / 32));
+          break;
+        case GgmlType::Q6_K:
+          put16(208, f32_to_f16(scale(rng) / 64));
+          break;
         default:
           put16(0, f32_to_f16(scale(rng)));
           break;

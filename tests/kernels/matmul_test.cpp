@@ -27,17 +27,38 @@ struct Pair {
 };
 
 const Pair kPairs[] = {
-    {GgmlType::F32, ActFormat::f32},   {GgmlType::F16, ActFormat::f32},
-    {GgmlType::BF16, ActFormat::f32},  {GgmlType::Q8_0, ActFormat::f32},
-    {GgmlType::Q4_0, ActFormat::f32},  {GgmlType::Q5_0, ActFormat::f32},
-    {GgmlType::Q4_1, ActFormat::f32},  {GgmlType::Q5_1, ActFormat::f32},
-    {GgmlType::Q8_0, ActFormat::q8_0}, {GgmlType::Q4_0, ActFormat::q8_0},
-    {GgmlType::Q5_0, ActFormat::q8_0}, {GgmlType::Q4_1, ActFormat::q8_1},
+    {GgmlType::F32, ActFormat::f32},
+    {GgmlType::F16, ActFormat::f32},
+    {GgmlType::BF16, ActFormat::f32},
+    {GgmlType::Q8_0, ActFormat::f32},
+    {GgmlType::Q4_0, ActFormat::f32},
+    {GgmlType::Q5_0, ActFormat::f32},
+    {GgmlType::Q4_1, ActFormat::f32},
+    {GgmlType::Q5_1, ActFormat::f32},
+    {GgmlType::Q8_0, ActFormat::q8_0},
+    {GgmlType::Q4_0, ActFormat::q8_0},
+    {GgmlType::Q5_0, ActFormat::q8_0},
+    {GgmlType::Q4_1, ActFormat::q8_1},
     {GgmlType::Q5_1, ActFormat::q8_1},
+    // Formats with only the scalar kernel so far, and the K-quants' stored-row path.
+    {GgmlType::IQ4_NL, ActFormat::q8_0},
+    {GgmlType::IQ4_NL, ActFormat::f32},
+    {GgmlType::Q2_K, ActFormat::q8_k},
+    {GgmlType::Q3_K, ActFormat::q8_k},
+    {GgmlType::Q4_K, ActFormat::q8_k},
+    {GgmlType::Q5_K, ActFormat::q8_k},
+    {GgmlType::Q6_K, ActFormat::q8_k},
+    {GgmlType::Q4_K, ActFormat::f32},
+    {GgmlType::Q6_K, ActFormat::f32},
 };
 
+bool super_blocks(GgmlType t) { return ggml_type_info(t).block_elems == 256; }
+
 std::string label(const Pair& p, Isa isa, size_t n_in) {
-  const char* af = p.af == ActFormat::f32 ? "f32" : p.af == ActFormat::q8_0 ? "q8_0" : "q8_1";
+  const char* af = p.af == ActFormat::f32    ? "f32"
+                   : p.af == ActFormat::q8_0 ? "q8_0"
+                   : p.af == ActFormat::q8_1 ? "q8_1"
+                                             : "q8_k";
   return std::string(ggml_type_name(p.wt)) + "x" + af + " isa=" + std::string(isa_name(isa)) +
          " n_in=" + std::to_string(n_in);
 }
@@ -94,6 +115,7 @@ TEST(KernelMatmul, MatchesReference) {
   for (const Pair& p : kPairs) {
     std::vector<size_t> n_ins = {32, 64, 96, 4128};
     if (float_weights(p.wt)) n_ins.insert(n_ins.end(), {1, 7, 15, 17, 33, 100, 4099});
+    if (super_blocks(p.wt)) n_ins = {256, 768, 4096};
     for (size_t n_in : n_ins) {
       const size_t n_out = 19;  // not a multiple of any tile width
       const size_t max_rows = n_in > 1000 ? 9 : 17;
@@ -135,6 +157,7 @@ TEST(KernelMatmul, BatchAndSplitInvariantBitwise) {
   for (const Pair& p : kPairs) {
     std::vector<size_t> n_ins = {32, 96, 1056};
     if (float_weights(p.wt)) n_ins.push_back(75);
+    if (super_blocks(p.wt)) n_ins = {256, 1280};
     for (size_t n_in : n_ins) {
       const size_t n_out = 23, n_rows = 17;
       Problem prob(p, n_in, n_out, n_rows, rng);
@@ -216,15 +239,19 @@ TEST(KernelMatmul, RejectsUnsupportedPairs) {
   EXPECT_THROW(call(GgmlType::Q4_0, ActFormat::q8_1, 64), std::invalid_argument);
   EXPECT_THROW(call(GgmlType::Q4_1, ActFormat::q8_0, 64), std::invalid_argument);
   EXPECT_THROW(call(GgmlType::F16, ActFormat::q8_0, 64), std::invalid_argument);
-  EXPECT_THROW(call(GgmlType::Q4_K, ActFormat::f32, 256), std::invalid_argument);
+  EXPECT_THROW(call(GgmlType::IQ2_XXS, ActFormat::f32, 256), std::invalid_argument);
+  EXPECT_THROW(call(GgmlType::Q4_K, ActFormat::q8_0, 256), std::invalid_argument);
+  EXPECT_THROW(call(GgmlType::Q6_K, ActFormat::q8_k, 128), std::invalid_argument);
+  EXPECT_THROW(call(GgmlType::IQ4_NL, ActFormat::q8_k, 256), std::invalid_argument);
   EXPECT_THROW(call(GgmlType::Q8_0, ActFormat::f32, 48), std::invalid_argument);
   EXPECT_THROW(matmul(GgmlType::F32, w.data(), 8, 64, ActFormat::f32, act.data(), 256, 1, y.data(),
                       16, 0, 1),
                std::invalid_argument);  // row stride shorter than a row
   try {
-    call(GgmlType::Q6_K, ActFormat::f32, 256);
+    call(GgmlType::IQ3_S, ActFormat::f32, 256);
+    ADD_FAILURE() << "expected std::invalid_argument";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("Q6_K"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("IQ3_S"), std::string::npos);
   }
 }
 

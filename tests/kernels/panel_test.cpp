@@ -20,7 +20,14 @@ namespace {
 
 using testing::IsaGuard;
 
-const GgmlType kTypes[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::F16, GgmlType::BF16};
+const GgmlType kTypes[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::F16, GgmlType::BF16,
+                           GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+
+// Input widths for a type: K panels need whole 256-element super-blocks.
+std::vector<size_t> widths(GgmlType t, std::vector<size_t> n_ins) {
+  if (is_k_panel(t)) return {256, 512, 4096};
+  return n_ins;
+}
 
 // A packed matrix and a batch of activation rows (strides padded, as the engine's may be; the
 // gaps hold 0xFF bytes, NaN to a kernel that reads them, and the last row ends the buffer).
@@ -34,7 +41,9 @@ struct PanelProblem {
 
   PanelProblem(GgmlType t, size_t in, size_t out, size_t rows, std::mt19937& rng)
       : wt(t),
-        af(is_quantized(t) ? ActFormat::q8_0 : ActFormat::f32),
+        af(is_k_panel(t)     ? ActFormat::q8_k
+           : is_quantized(t) ? ActFormat::q8_0
+                             : ActFormat::f32),
         n_in(in),
         n_out(out),
         n_rows(rows) {
@@ -81,6 +90,7 @@ bool have_panels() {
 TEST(KernelPanel, PackRoundTripsEveryRow) {
   std::mt19937 rng(7);
   for (GgmlType t : kTypes) {
+    if (is_k_panel(t)) continue;  // K panels hold decoded scales (checked against the reference)
     for (size_t n_out : {1u, 16u, 21u, 50u}) {
       const size_t n_in = 96;
       const size_t row_bytes = ggml_row_bytes(t, n_in) + 3;
@@ -120,6 +130,7 @@ TEST(KernelPanel, RejectsWhatItCannotPack) {
   std::vector<uint8_t> w(1024);
   EXPECT_THROW(pack_panels(GgmlType::Q5_1, w.data(), 24, 32, 1), std::invalid_argument);
   EXPECT_THROW(pack_panels(GgmlType::Q8_0, w.data(), 34, 33, 1), std::invalid_argument);
+  EXPECT_THROW(pack_panels(GgmlType::Q4_K, w.data(), 144, 128, 1), std::invalid_argument);
   EXPECT_THROW(pack_panels(GgmlType::F16, w.data(), 2, 32, 1), std::invalid_argument);
   EXPECT_THROW(pack_panels(GgmlType::F16, w.data(), 64, 32, 0), std::invalid_argument);
 }
@@ -131,7 +142,7 @@ TEST(KernelPanel, MatchesReference) {
   for (GgmlType t : kTypes) {
     std::vector<size_t> n_ins = {32, 64, 96, 4128};
     if (!is_quantized(t)) n_ins.insert(n_ins.end(), {1, 7, 17, 100, 4099});
-    for (size_t n_in : n_ins) {
+    for (size_t n_in : widths(t, n_ins)) {
       for (size_t n_out : {5u, 16u, 37u, 130u}) {
         const size_t max_rows = n_in > 1000 ? 9 : 21;
         PanelProblem prob(t, n_in, n_out, max_rows, rng);
@@ -151,7 +162,7 @@ TEST(KernelPanel, MatchesReferencePrefillShape) {
   if (!have_panels()) GTEST_SKIP() << "no panel kernels on this CPU";
   std::mt19937 rng(5);
   for (GgmlType t : kTypes) {
-    PanelProblem prob(t, 512, 70, 150, rng);
+    PanelProblem prob(t, is_k_panel(t) ? 1024 : 512, 70, 150, rng);
     const auto ref = prob.reference();
     testing::expect_close(prob.run(0, prob.n_rows, 0, prob.n_out), ref, prob.n_rows, prob.n_out,
                           prob.label());
@@ -164,7 +175,7 @@ TEST(KernelPanel, BatchAndSplitInvariantBitwise) {
   if (!have_panels()) GTEST_SKIP() << "no panel kernels on this CPU";
   std::mt19937 rng(99);
   for (GgmlType t : kTypes) {
-    for (size_t n_in : {32u, 96u, 1056u}) {
+    for (size_t n_in : widths(t, {32u, 96u, 1056u})) {
       const size_t n_out = 77, n_rows = 70;
       PanelProblem prob(t, n_in, n_out, n_rows, rng);
       testing::expect_row_and_split_invariance(prob, {1, 2, 3, 5, 8, 13, 64},
@@ -179,7 +190,7 @@ TEST(KernelPanel, WritesOnlyItsRange) {
   if (!have_panels()) GTEST_SKIP() << "no panel kernels on this CPU";
   std::mt19937 rng(3);
   for (GgmlType t : kTypes) {
-    PanelProblem prob(t, 64, 40, 3, rng);
+    PanelProblem prob(t, is_k_panel(t) ? 256 : 64, 40, 3, rng);
     const auto full = prob.run(0, 3, 0, 40);
     std::vector<float> y(3 * 40, -7.0f);
     y = prob.run(0, 3, 16, 35, std::move(y));

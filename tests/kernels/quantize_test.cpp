@@ -175,6 +175,33 @@ TEST(KernelQuantize, RoundTripErrorWithinBounds) {
   }
 }
 
+// K-quants: relative RMS errors of their bit widths on N(0, 0.02) weights; zeros stay zeros.
+TEST(KernelQuantize, KQuantRoundTrip) {
+  std::mt19937 rng(77);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  const size_t n = 256 * 16;
+  std::vector<float> x(n);
+  for (float& v : x) v = normal(rng);
+  const std::pair<GgmlType, double> types[] = {
+      {GgmlType::Q4_K, 0.12}, {GgmlType::Q5_K, 0.06}, {GgmlType::Q6_K, 0.03}};
+  for (const auto& [t, ceiling] : types) {
+    SCOPED_TRACE(ggml_type_name(t));
+    const std::vector<float> y = roundtrip(t, x);
+    double sq_err = 0, sq = 0;
+    for (size_t e = 0; e < n; ++e) {
+      const double err = std::fabs(static_cast<double>(x[e]) - y[e]);
+      sq_err += err * err;
+      sq += static_cast<double>(x[e]) * x[e];
+    }
+    EXPECT_LT(std::sqrt(sq_err / sq), ceiling);
+  }
+  // All-zero super-blocks decode to zeros.
+  const std::vector<float> zeros(256, 0.0f);
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+    EXPECT_EQ(roundtrip(t, zeros), zeros) << ggml_type_name(t);
+  }
+}
+
 TEST(KernelQuantize, FloatTypesRoundToNearest) {
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -247,6 +274,12 @@ TEST(KernelQuantize, RejectsPartialBlocksAndUnsupportedTypes) {
     FAIL() << "no throw";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("Q4_K"), std::string::npos) << e.what();
+  }
+  try {
+    quantize_row(GgmlType::IQ2_XXS, x.data(), out.data(), 64);
+    FAIL() << "no throw";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("IQ2_XXS"), std::string::npos) << e.what();
   }
   // Exactly 7 values into exactly their 14 bytes.
   const std::vector<float> x7(7, 1.0f);

@@ -124,16 +124,17 @@ TEST_P(ForwardExactness, BatchChunkingAndThreadInvariance) {
 
 INSTANTIATE_TEST_SUITE_P(
     Models, ForwardExactness,
-    ::testing::Combine(::testing::Values("stories260K/stories260K.gguf",
-                                         "quantized/stories260K-ffn192-Q8_0.gguf",
-                                         "quantized/stories260K-ffn192-Q4_0.gguf",
-                                         "quantized/stories260K-ffn192-Q4_1.gguf",
-                                         "quantized/stories260K-ffn192-Q5_0.gguf",
-                                         "quantized/stories260K-ffn192-Q5_1.gguf",
-                                         "quantized/stories260K-ffn192-F16.gguf",
-                                         "quantized/stories260K-ffn192-BF16.gguf", "synthetic:Q8_0",
-                                         "synthetic:Q4_0", "synthetic:F16"),
-                       ::testing::Values(KvType::f32, KvType::f16)));
+    ::testing::Combine(
+        ::testing::Values(
+            "stories260K/stories260K.gguf", "quantized/stories260K-ffn192-Q8_0.gguf",
+            "quantized/stories260K-ffn192-Q4_0.gguf", "quantized/stories260K-ffn192-Q4_1.gguf",
+            "quantized/stories260K-ffn192-Q5_0.gguf", "quantized/stories260K-ffn192-Q5_1.gguf",
+            "quantized/stories260K-ffn192-F16.gguf", "quantized/stories260K-ffn192-BF16.gguf",
+            "quantized/stories260K-ffn192-IQ4_NL.gguf",
+            // K-quant mixes: Q4_K+Q6_K, Q2_K+Q3_K+Q6_K, Q3_K+Q4_K+Q5_K+Q6_K.
+            "quantized/synth-K-Q4_K_M.gguf", "quantized/synth-K-Q2_K.gguf",
+            "quantized/synth-K-Q3_K_M.gguf", "synthetic:Q8_0", "synthetic:Q4_0", "synthetic:F16"),
+        ::testing::Values(KvType::f32, KvType::f16)));
 
 }  // namespace
 }  // namespace lift

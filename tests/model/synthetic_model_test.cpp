@@ -71,6 +71,30 @@ void expect_shape(const gguf::File& f, const std::string& name, GgmlType type, u
   EXPECT_EQ(t->ne[1], ne1 == 0 ? 1 : ne1);
 }
 
+// The Q4_K_M mix: Q6_K for output.weight and for attn_v/ffn_down of the layers llama-quantize
+// picks (8 layers: 0, 3, 6 and 7), Q4_K everywhere else.
+TEST(SyntheticModel, KMixTypesPerTensor) {
+  SyntheticSpec s = tiny(GgmlType::Q4_K);
+  s.dim = 256;
+  s.ffn = 512;
+  s.n_layers = 8;
+  s.k_mix = true;
+  TempFile tmp("q4_k_m");
+  write_synthetic_model(s, tmp.path());
+  const gguf::File f = gguf::File::open(tmp.path());
+  EXPECT_EQ(f.get_int("general.file_type"), 15);
+  EXPECT_EQ(f.find_tensor("output.weight")->type, GgmlType::Q6_K);
+  EXPECT_EQ(f.find_tensor("token_embd.weight")->type, GgmlType::Q4_K);
+  for (int l = 0; l < 8; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    const GgmlType more = (l == 0 || l == 3 || l == 6 || l == 7) ? GgmlType::Q6_K : GgmlType::Q4_K;
+    EXPECT_EQ(f.find_tensor(p + "attn_v.weight")->type, more) << l;
+    EXPECT_EQ(f.find_tensor(p + "ffn_down.weight")->type, more) << l;
+    EXPECT_EQ(f.find_tensor(p + "attn_q.weight")->type, GgmlType::Q4_K) << l;
+    EXPECT_EQ(f.find_tensor(p + "ffn_up.weight")->type, GgmlType::Q4_K) << l;
+  }
+}
+
 TEST(SyntheticModel, TinyModelOfEveryTypeReadsBack) {
   const gguf::File vocab = gguf::File::open(test::model_path("stories260K/stories260K.gguf"));
   const auto vocab_tokens = vocab.get_string_array("tokenizer.ggml.tokens");
@@ -220,8 +244,10 @@ TEST(SyntheticModel, RejectsInconsistentSpecs) {
   s = tiny(GgmlType::Q8_0);
   s.ffn = 100;
   EXPECT_NE(error_of(s).find("multiples of 32"), std::string::npos) << error_of(s);
-  s = tiny(GgmlType::Q4_K);
-  EXPECT_NE(error_of(s).find("Q4_K"), std::string::npos) << error_of(s);
+  s = tiny(GgmlType::IQ4_NL);
+  EXPECT_NE(error_of(s).find("IQ4_NL"), std::string::npos) << error_of(s);
+  s = tiny(GgmlType::Q4_K);  // K types need widths that are multiples of 256
+  EXPECT_NE(error_of(s).find("multiples of 256"), std::string::npos) << error_of(s);
   s = tiny(GgmlType::Q8_0);
   s.n_layers = 0;
   EXPECT_NE(error_of(s).find("must be positive"), std::string::npos) << error_of(s);

@@ -1,0 +1,299 @@
+// AVX-512 VNNI products of K-quant panels (Q4_K, Q5_K, Q6_K; layouts in panel.h) with Q8_K
+// activation rows. Lanes are output rows. Per output and super-block, in this fixed order:
+//   Q4_K/Q5_K: summ = sum_k m_k * xsum_k            (vpmaddwd over int16 pairs of sub-blocks)
+//         acc  = fma(-float(summ), dmin_w * d_x, acc)
+//         sumi = sum_k sc_k * dot_k            (dot_k: vpdpbusd of u8 codes with i8 x)
+//         acc  = fma(float(sumi), d_w * d_x, acc)
+//   Q6_K: sumi = sum_k sc_k * (dot_k - 32 * xsum_k)   (codes stored as q + 32)
+//         acc  = fma(float(sumi), d_w * d_x, acc)
+// Every integer is exact, so the tile shape (C panels x R rows) never changes a result.
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/panel.h"
+#include "kernels/quant_blocks.h"
+
+namespace lift::kernels::detail {
+namespace {
+
+struct KArgs {
+  const PanelView& w;
+  const uint8_t* act;
+  size_t act_stride;
+  size_t nb;  // super-blocks per row
+  float* y;
+  size_t ldy;
+  size_t o_end;
+};
+
+constexpr size_t kQsOff = offsetof(BlockQ8_K, qs);
+constexpr size_t kBsumsOff = offsetof(BlockQ8_K, bsums);
+
+inline __m512i bcast32(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+inline int16_t bsum(const uint8_t* blk, size_t j) {
+  int16_t v;
+  std::memcpy(&v, blk + kBsumsOff + 2 * j, 2);
+  return v;
+}
+inline float act_d(const uint8_t* blk) {
+  float v;
+  std::memcpy(&v, blk, 4);
+  return v;
+}
+// Q5_K high-nibble quads: bit v + 4 down to bit 4.
+inline __m512i hv_shift_right(__m512i hv, size_t v) {
+  return v == 0 ? hv : _mm512_srli_epi16(hv, static_cast<unsigned>(v));
+}
+inline __m512 half16(const uint8_t* p) {
+  return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+inline void store_lanes(const KArgs& a, size_t p, size_t r, __m512 v) {
+  const size_t o = p * kPanelRows;
+  const size_t valid = min_of(kPanelRows, a.o_end - o);
+  float* dst = a.y + r * a.ldy + o;
+  if (valid == kPanelRows) {
+    _mm512_storeu_ps(dst, v);
+  } else {
+    _mm512_mask_storeu_ps(dst, static_cast<__mmask16>((1u << valid) - 1u), v);
+  }
+}
+
+// Decode streams each panel once from DRAM: ask for the lines a fixed distance ahead of the
+// part of the block being read (the blocks are contiguous, so this crosses into later ones).
+constexpr size_t kAhead = 4096;
+inline void prefetch_span(const uint8_t* p, size_t bytes) {
+  for (size_t off = 0; off < bytes; off += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(p + kAhead + off), _MM_HINT_T0);
+  }
+}
+
+// Offsets within one panel block (panel.h): sub-block scales, Q4_K/Q5_K's mins (int16-pair
+// order) and Q5_K's 5th-bit plane (0: none).
+struct Q4K {
+  static constexpr GgmlType kType = GgmlType::Q4_K;
+  static constexpr size_t kSubs = 8, kHighOff = 0, kScOff = 2048, kMinOff = 2176;
+};
+struct Q5K {
+  static constexpr GgmlType kType = GgmlType::Q5_K;
+  static constexpr size_t kSubs = 8, kHighOff = 2048, kScOff = 2560, kMinOff = 2688;
+};
+struct Q6K {
+  static constexpr GgmlType kType = GgmlType::Q6_K;
+  static constexpr size_t kSubs = 16, kHighOff = 2048, kScOff = 3072, kMinOff = 0;
+};
+template <class W>
+struct Layout : W {
+  static constexpr size_t kBlockBytes = k_panel_block_bytes(W::kType);
+  static constexpr size_t kScaleBytes = k_panel_scale_bytes(W::kType);
+  static constexpr size_t kSubBytes = kBlockBytes / W::kSubs;  // for prefetching only
+  static constexpr bool kHasMin = W::kMinOff != 0;
+};
+
+template <class W, int C, int R>
+void k_tile(const KArgs& a, size_t p0, size_t r0) {
+  const uint8_t* pw[C];
+  const uint8_t* ps[C];
+  for (int c = 0; c < C; ++c) {
+    pw[c] = panel_at(a.w, p0 + static_cast<size_t>(c));
+    ps[c] = pw[c] + a.nb * W::kBlockBytes;
+  }
+  const uint8_t* xr[R];
+  for (int r = 0; r < R; ++r) xr[r] = a.act + (r0 + static_cast<size_t>(r)) * a.act_stride;
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  __m512 acc[R][C];
+  for (auto& row : acc) {
+    for (auto& v : row) v = _mm512_setzero_ps();
+  }
+  for (size_t b = 0; b < a.nb; ++b) {
+    const uint8_t* xb[R];
+    __m512 dx[R];
+    for (int r = 0; r < R; ++r) {
+      xb[r] = xr[r] + b * sizeof(BlockQ8_K);
+      dx[r] = _mm512_set1_ps(act_d(xb[r]));
+    }
+    const uint8_t* blk[C];
+    for (int c = 0; c < C; ++c) blk[c] = pw[c] + b * W::kBlockBytes;
+    if constexpr (R <= 4) {
+      for (int c = 0; c < C; ++c) {
+        _mm_prefetch(reinterpret_cast<const char*>(ps[c] + (b + 8) * W::kScaleBytes), _MM_HINT_T0);
+      }
+    }
+    if constexpr (W::kHasMin) {
+      // Q4_K/Q5_K's min term: per lane sum_k m_k * xsum_k, two sub-blocks per vpmaddwd.
+      __m512i summ[R][C];
+      for (int i = 0; i < 4; ++i) {
+        __m512i xp[R];
+        for (int r = 0; r < R; ++r) {
+          const int32_t s0 = bsum(xb[r], 4 * i) + bsum(xb[r], 4 * i + 1);
+          const int32_t s1 = bsum(xb[r], 4 * i + 2) + bsum(xb[r], 4 * i + 3);
+          xp[r] = _mm512_set1_epi32(static_cast<int32_t>((static_cast<uint32_t>(s0) & 0xFFFFu) |
+                                                         (static_cast<uint32_t>(s1) << 16)));
+        }
+        for (int c = 0; c < C; ++c) {
+          const __m512i mv = _mm512_cvtepu8_epi16(
+              _mm256_load_si256(reinterpret_cast<const __m256i*>(blk[c] + W::kMinOff + 32 * i)));
+          for (int r = 0; r < R; ++r) {
+            const __m512i t = _mm512_madd_epi16(mv, xp[r]);
+            summ[r][c] = i == 0 ? t : _mm512_add_epi32(summ[r][c], t);
+          }
+        }
+      }
+      for (int c = 0; c < C; ++c) {
+        const __m512 dmin = half16(ps[c] + b * W::kScaleBytes + 32);
+        for (int r = 0; r < R; ++r) {
+          acc[r][c] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(summ[r][c]), _mm512_mul_ps(dmin, dx[r]),
+                                       acc[r][c]);
+        }
+      }
+    }
+    __m512i sumi[R][C];
+    for (size_t k = 0; k < W::kSubs; ++k) {
+      if constexpr (R <= 4) {
+        for (int c = 0; c < C; ++c) prefetch_span(blk[c] + k * W::kSubBytes, W::kSubBytes + 63);
+      }
+      __m512i dot[R][C];
+      if constexpr (W::kSubs == 8) {
+        for (auto& row : dot) {
+          for (auto& v : row) v = _mm512_setzero_si512();
+        }
+        for (size_t v = 0; v < 4; ++v) {
+          __m512i lo[C], hi[C];
+          for (int c = 0; c < C; ++c) {
+            const __m512i raw = _mm512_load_si512(blk[c] + (4 * k + v) * 64);
+            lo[c] = _mm512_and_si512(raw, m4);
+            hi[c] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+            if constexpr (W::kHighOff != 0) {
+              // Q5_K: bit v of a byte is the 5th bit of quad v (low nibbles), bit v + 4 that
+              // of quad v + 4 (high nibbles); moved to bit 4 (16-bit shifts only spill into
+              // bits the mask drops).
+              const __m512i hv = _mm512_load_si512(blk[c] + W::kHighOff + k * 64);
+              const __m512i m16 = _mm512_set1_epi8(0x10);
+              lo[c] = _mm512_or_si512(
+                  lo[c],
+                  _mm512_and_si512(_mm512_slli_epi16(hv, static_cast<unsigned>(4 - v)), m16));
+              hi[c] = _mm512_or_si512(hi[c], _mm512_and_si512(hv_shift_right(hv, v), m16));
+            }
+          }
+          for (int r = 0; r < R; ++r) {
+            const __m512i xl = bcast32(xb[r] + kQsOff + 32 * k + 4 * v);
+            const __m512i xh = bcast32(xb[r] + kQsOff + 32 * k + 16 + 4 * v);
+            for (int c = 0; c < C; ++c) {
+              dot[r][c] = _mm512_dpbusd_epi32(dot[r][c], lo[c], xl);
+              dot[r][c] = _mm512_dpbusd_epi32(dot[r][c], hi[c], xh);
+            }
+          }
+        }
+      } else {
+        // Q6_K: the codes' +32 offset is taken out up front, -32 * xsum_k.
+        for (int r = 0; r < R; ++r) {
+          const __m512i bias = _mm512_set1_epi32(-32 * bsum(xb[r], k));
+          for (int c = 0; c < C; ++c) dot[r][c] = bias;
+        }
+        const __m512i m2 = _mm512_set1_epi8(0x30);
+        for (int j = 0; j < 4; ++j) {
+          __m512i q[C];
+          for (int c = 0; c < C; ++c) {
+            const __m512i nv =
+                _mm512_load_si512(blk[c] + (2 * k + static_cast<size_t>(j / 2)) * 64);
+            const __m512i hv = _mm512_load_si512(blk[c] + W::kHighOff + k * 64);
+            const __m512i low = j % 2 == 0 ? _mm512_and_si512(nv, m4)
+                                           : _mm512_and_si512(_mm512_srli_epi16(nv, 4), m4);
+            __m512i high;
+            if (j == 0) {
+              high = _mm512_slli_epi16(hv, 4);
+            } else if (j == 1) {
+              high = _mm512_slli_epi16(hv, 2);
+            } else if (j == 2) {
+              high = hv;
+            } else {
+              high = _mm512_srli_epi16(hv, 2);
+            }
+            q[c] = _mm512_or_si512(low, _mm512_and_si512(high, m2));
+          }
+          for (int r = 0; r < R; ++r) {
+            const __m512i x = bcast32(xb[r] + kQsOff + 16 * k + 4 * static_cast<size_t>(j));
+            for (int c = 0; c < C; ++c) dot[r][c] = _mm512_dpbusd_epi32(dot[r][c], q[c], x);
+          }
+        }
+      }
+      for (int c = 0; c < C; ++c) {
+        const __m128i raw =
+            _mm_load_si128(reinterpret_cast<const __m128i*>(blk[c] + W::kScOff + 16 * k));
+        // Q4_K/Q5_K scales are unsigned 6-bit, Q6_K's signed 8-bit.
+        const __m512i sc = W::kHasMin ? _mm512_cvtepu8_epi32(raw) : _mm512_cvtepi8_epi32(raw);
+        for (int r = 0; r < R; ++r) {
+          const __m512i t = _mm512_mullo_epi32(dot[r][c], sc);
+          sumi[r][c] = k == 0 ? t : _mm512_add_epi32(sumi[r][c], t);
+        }
+      }
+    }
+    for (int c = 0; c < C; ++c) {
+      const __m512 d = half16(ps[c] + b * W::kScaleBytes);
+      for (int r = 0; r < R; ++r) {
+        acc[r][c] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[r][c]), _mm512_mul_ps(d, dx[r]), acc[r][c]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < C; ++c) {
+      store_lanes(a, p0 + static_cast<size_t>(c), r0 + static_cast<size_t>(r), acc[r][c]);
+    }
+  }
+}
+
+// Rows [r, r_end) in tiles of R, the remainder (< R rows) as one tile of exactly that many.
+template <class W, int C, int R>
+void k_rows(const KArgs& a, size_t p, size_t r, size_t r_end) {
+  for (; r + R <= r_end; r += R) k_tile<W, C, R>(a, p, r);
+  const size_t left = r_end - r;
+  if constexpr (R > 3) {
+    if (left == 3) return k_tile<W, C, 3>(a, p, r);
+  }
+  if constexpr (R > 2) {
+    if (left == 2) return k_tile<W, C, 2>(a, p, r);
+  }
+  if constexpr (R > 1) {
+    if (left == 1) return k_tile<W, C, 1>(a, p, r);
+  }
+}
+
+// Row blocks of 64 stay in L2 while the panels stream past. Decode batches (< 4 rows) take
+// 4 panels per tile; larger ones 2 panels x 4 rows, which keeps dot, sumi and acc of every
+// (panel, row) pair in registers.
+template <class W>
+void k_loop(const KArgs& a, size_t p_begin, size_t p_end, size_t n_rows) {
+  constexpr size_t kRowBlock = 64;
+  for (size_t rb = 0; rb < n_rows; rb += kRowBlock) {
+    const size_t re = min_of(n_rows, rb + kRowBlock);
+    size_t p = p_begin;
+    if (re - rb < 4) {
+      for (; p + 4 <= p_end; p += 4) k_rows<W, 4, 3>(a, p, rb, re);
+    } else {
+      for (; p + 2 <= p_end; p += 2) k_rows<W, 2, 4>(a, p, rb, re);
+    }
+    for (; p < p_end; ++p) k_rows<W, 1, 4>(a, p, rb, re);
+  }
+}
+
+}  // namespace
+
+void matmul_k_panels_avx512(const PanelView& w, const uint8_t* act, size_t act_stride,
+                            size_t n_rows, float* y, size_t ldy, size_t o_begin, size_t o_end) {
+  const KArgs a{w, act, act_stride, w.n_in / kKBlock, y, ldy, o_end};
+  const size_t p_begin = o_begin / kPanelRows;
+  const size_t p_end = (o_end + kPanelRows - 1) / kPanelRows;
+  if (w.type == GgmlType::Q4_K) return k_loop<Layout<Q4K>>(a, p_begin, p_end, n_rows);
+  if (w.type == GgmlType::Q5_K) return k_loop<Layout<Q5K>>(a, p_begin, p_end, n_rows);
+  if (w.type == GgmlType::Q6_K) return k_loop<Layout<Q6K>>(a, p_begin, p_end, n_rows);
+}
+
+}  // namespace lift::kernels::detail

@@ -1,0 +1,95 @@
+// Packing K-quant rows into row panels (layouts in panel.h). Each super-block is unpacked to its
+// integer form (kquant_codes.h) and re-laid so that one 512-bit load holds the same four
+// consecutive elements of 16 rows: vpdpbusd then gives each lane the exact integer dot of a
+// quad, and a sub-block's quads are contiguous, so one int32 accumulator per sub-block suffices.
+#include <cstring>
+#include <stdexcept>
+#include <type_traits>
+
+#include "kernels/kquant_codes.h"
+#include "kernels/panel.h"
+
+namespace lift::kernels::detail {
+namespace {
+
+// Byte t of lane `lane` in 64-byte vector v.
+inline uint8_t& at(uint8_t* base, size_t v, size_t lane, size_t t) {
+  return base[v * 64 + lane * 4 + t];
+}
+
+// Q4_K and Q5_K share the nibble, scale and min layout; Q5_K adds a plane of 5th bits before
+// the scales (so scales sit at 2048 + high_bytes).
+void pack_affine_k(const KCodes& c, size_t lane, bool high, uint8_t* blk) {
+  const size_t sc_off = high ? 2560 : 2048;
+  for (size_t k = 0; k < 8; ++k) {
+    for (size_t v = 0; v < 4; ++v) {
+      for (size_t t = 0; t < 4; ++t) {
+        const auto lo = static_cast<uint8_t>(c.q[32 * k + 4 * v + t]);
+        const auto hi = static_cast<uint8_t>(c.q[32 * k + 16 + 4 * v + t]);
+        at(blk, 4 * k + v, lane, t) = static_cast<uint8_t>((lo & 15) | ((hi & 15) << 4));
+        if (high) {
+          // Bit v: quad v's element t (low nibbles), bit v + 4: quad v + 4's (high nibbles).
+          uint8_t& h = at(blk + 2048, k, lane, t);
+          h = static_cast<uint8_t>(h | ((lo >> 4) << v) | ((hi >> 4) << (v + 4)));
+        }
+      }
+    }
+    blk[sc_off + 16 * k + lane] = static_cast<uint8_t>(c.sc[k]);
+    // Mins in int16-pair order: pair k/2, lane, then k%2.
+    blk[sc_off + 128 + 32 * (k / 2) + 2 * lane + k % 2] = static_cast<uint8_t>(c.m[k]);
+  }
+}
+
+template <class Block>
+void pack_affine(const Block& b, size_t lane, uint8_t* blk, uint8_t* scales) {
+  KCodes c;
+  k_codes(b, c);
+  pack_affine_k(c, lane, std::is_same_v<Block, BlockQ5_K>, blk);
+  std::memcpy(scales + 2 * lane, &b.d, 2);
+  std::memcpy(scales + 32 + 2 * lane, &b.dmin, 2);
+}
+
+void pack_q6_k(const BlockQ6_K& b, size_t lane, uint8_t* blk, uint8_t* scales) {
+  KCodes c;
+  k_codes(b, c);
+  for (size_t k = 0; k < 16; ++k) {
+    for (size_t t = 0; t < 4; ++t) {
+      uint8_t u[4];  // the unsigned 6-bit code (q + 32) of element 16k + 4j + t, j = 0..3
+      for (size_t j = 0; j < 4; ++j) u[j] = static_cast<uint8_t>(c.q[16 * k + 4 * j + t] + 32);
+      at(blk, 2 * k, lane, t) = static_cast<uint8_t>((u[0] & 15) | ((u[1] & 15) << 4));
+      at(blk, 2 * k + 1, lane, t) = static_cast<uint8_t>((u[2] & 15) | ((u[3] & 15) << 4));
+      at(blk + 2048, k, lane, t) = static_cast<uint8_t>((u[0] >> 4) | ((u[1] >> 4) << 2) |
+                                                        ((u[2] >> 4) << 4) | ((u[3] >> 4) << 6));
+    }
+    blk[3072 + 16 * k + lane] = static_cast<uint8_t>(c.sc[k]);
+  }
+  std::memcpy(scales + 2 * lane, &b.d, 2);
+}
+
+}  // namespace
+
+void pack_k_row(GgmlType t, const uint8_t* src, size_t n_in, size_t lane, uint8_t* panel) {
+  const size_t nb = n_in / kKBlock;
+  const size_t blk_bytes = k_panel_block_bytes(t), scale_bytes = k_panel_scale_bytes(t);
+  for (size_t b = 0; b < nb; ++b) {
+    uint8_t* blk = panel + b * blk_bytes;
+    uint8_t* scales = panel + nb * blk_bytes + b * scale_bytes;
+    if (t == GgmlType::Q4_K) {
+      BlockQ4_K x;
+      std::memcpy(&x, src + b * sizeof x, sizeof x);
+      pack_affine(x, lane, blk, scales);
+    } else if (t == GgmlType::Q5_K) {
+      BlockQ5_K x;
+      std::memcpy(&x, src + b * sizeof x, sizeof x);
+      pack_affine(x, lane, blk, scales);
+    } else if (t == GgmlType::Q6_K) {
+      BlockQ6_K x;
+      std::memcpy(&x, src + b * sizeof x, sizeof x);
+      pack_q6_k(x, lane, blk, scales);
+    } else {
+      throw std::invalid_argument("pack_panels: no K panel layout for this type");
+    }
+  }
+}
+
+}  // namespace lift::kernels::detail

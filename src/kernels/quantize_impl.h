@@ -1,0 +1,13 @@
+// Encoders of single 256-element K-quant super-blocks behind quantize_row (internal).
+#pragma once
+
+#include <cstdint>
+
+namespace lift::kernels::detail {
+
+// Each writes one block (144, 176 or 210 bytes, no alignment needed) encoding x[0..255].
+void quantize_q4_k(const float* x, uint8_t* dst);
+void quantize_q5_k(const float* x, uint8_t* dst);
+void quantize_q6_k(const float* x, uint8_t* dst);
+
+}  // namespace lift::kernels::detail

@@ -1,0 +1,127 @@
+// Float32 -> Q4_K, Q5_K and Q6_K super-blocks (the types of a Q4_K_M / Q5_K_M / Q6_K file), for
+// synthetic models and tests. Scales are picked per sub-block from its range, then the
+// sub-block scales are themselves quantized against the super-block's f16 d (and dmin); codes
+// are rounded against the scales as they will decode, so the round trip error stays within
+// half a code step plus the scale rounding.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/fp16.h"
+#include "kernels/quant_blocks.h"
+#include "kernels/quantize_impl.h"
+
+namespace lift::kernels::detail {
+namespace {
+
+int nearest(float v, int lo, int hi) {
+  return std::clamp(static_cast<int>(std::lround(v)), lo, hi);
+}
+
+// Q4_K/Q5_K: per 32-element sub-block an affine range [lo, hi] with lo <= 0 (as ggml's mins are
+// subtracted); codes 0..levels. Writes d, dmin, the 6-bit scales and the codes q[256].
+void affine_k(const float* x, int levels, uint16_t& d_out, uint16_t& dmin_out, uint8_t sc6[12],
+              uint8_t q[kKBlock]) {
+  float step[8], mn[8];
+  float max_step = 0.0f, max_mn = 0.0f;
+  for (size_t k = 0; k < 8; ++k) {
+    float lo = 0.0f, hi = 0.0f;
+    for (size_t i = 32 * k; i < 32 * k + 32; ++i) {
+      lo = std::min(lo, x[i]);
+      hi = std::max(hi, x[i]);
+    }
+    step[k] = (hi - lo) / static_cast<float>(levels);
+    mn[k] = -lo;
+    max_step = std::max(max_step, step[k]);
+    max_mn = std::max(max_mn, mn[k]);
+  }
+  d_out = f32_to_f16(max_step / 63.0f);
+  dmin_out = f32_to_f16(max_mn / 63.0f);
+  const float d = f16_to_f32(d_out), dmin = f16_to_f32(dmin_out);
+  int sc[8], m[8];
+  for (size_t k = 0; k < 8; ++k) {
+    sc[k] = d > 0.0f ? nearest(step[k] / d, 0, 63) : 0;
+    m[k] = dmin > 0.0f ? nearest(mn[k] / dmin, 0, 63) : 0;
+    const float dl = d * static_cast<float>(sc[k]), ml = dmin * static_cast<float>(m[k]);
+    for (size_t i = 32 * k; i < 32 * k + 32; ++i) {
+      q[i] = static_cast<uint8_t>(dl > 0.0f ? nearest((x[i] + ml) / dl, 0, levels) : 0);
+    }
+  }
+  // The 6-bit packing: bytes 0..3 scales 0..3, 4..7 mins 0..3, their top two bits the high bits
+  // of sub-blocks 4..7, whose low four bits fill bytes 8..11 (scale low, min high).
+  for (size_t k = 0; k < 4; ++k) {
+    sc6[k] = static_cast<uint8_t>((sc[k] & 63) | ((sc[k + 4] >> 4) << 6));
+    sc6[k + 4] = static_cast<uint8_t>((m[k] & 63) | ((m[k + 4] >> 4) << 6));
+    sc6[k + 8] = static_cast<uint8_t>((sc[k + 4] & 15) | ((m[k + 4] & 15) << 4));
+  }
+}
+
+// Low nibbles in the Q4_K order: chunk e/64, low nibble for its first 32 elements.
+void pack_k_nibbles(const uint8_t q[kKBlock], uint8_t qs[128]) {
+  std::memset(qs, 0, 128);
+  for (size_t e = 0; e < kKBlock; ++e) {
+    const size_t byte = 32 * (e / 64) + e % 32;
+    qs[byte] = static_cast<uint8_t>(qs[byte] | ((q[e] & 15) << ((e % 64) < 32 ? 0 : 4)));
+  }
+}
+
+}  // namespace
+
+void quantize_q4_k(const float* x, uint8_t* dst) {
+  BlockQ4_K b;
+  uint8_t q[kKBlock];
+  affine_k(x, 15, b.d, b.dmin, b.scales, q);
+  pack_k_nibbles(q, b.qs);
+  std::memcpy(dst, &b, sizeof b);
+}
+
+void quantize_q5_k(const float* x, uint8_t* dst) {
+  BlockQ5_K b;
+  uint8_t q[kKBlock];
+  affine_k(x, 31, b.d, b.dmin, b.scales, q);
+  pack_k_nibbles(q, b.qs);
+  std::memset(b.qh, 0, sizeof b.qh);
+  for (size_t e = 0; e < kKBlock; ++e) {
+    b.qh[e % 32] = static_cast<uint8_t>(b.qh[e % 32] | (((q[e] >> 4) & 1) << (e / 32)));
+  }
+  std::memcpy(dst, &b, sizeof b);
+}
+
+// Q6_K: per 16-element sub-block a symmetric step amax/31 (codes -32..31 around 0), the steps
+// quantized to int8 scales against d = max step / 127.
+void quantize_q6_k(const float* x, uint8_t* dst) {
+  BlockQ6_K b;
+  float step[16], max_step = 0.0f;
+  for (size_t k = 0; k < 16; ++k) {
+    float amax = 0.0f;
+    for (size_t i = 16 * k; i < 16 * k + 16; ++i) amax = std::max(amax, std::fabs(x[i]));
+    step[k] = amax / 31.0f;
+    max_step = std::max(max_step, step[k]);
+  }
+  b.d = f32_to_f16(max_step / 127.0f);
+  const float d = f16_to_f32(b.d);
+  uint8_t u[kKBlock];  // q + 32
+  for (size_t k = 0; k < 16; ++k) {
+    const int sc = d > 0.0f ? nearest(step[k] / d, 0, 127) : 0;
+    b.scales[k] = static_cast<int8_t>(sc);
+    const float dl = d * static_cast<float>(sc);
+    for (size_t i = 16 * k; i < 16 * k + 16; ++i) {
+      u[i] = static_cast<uint8_t>((dl > 0.0f ? nearest(x[i] / dl, -32, 31) : 0) + 32);
+    }
+  }
+  // Half n, quarter s, position l: low 4 bits into ql[64n + 32(s%2) + l] (high nibble when
+  // s >= 2), high 2 bits into bits 2s of qh[32n + l].
+  std::memset(b.ql, 0, sizeof b.ql);
+  std::memset(b.qh, 0, sizeof b.qh);
+  for (size_t e = 0; e < kKBlock; ++e) {
+    const size_t n = e / 128, s = (e % 128) / 32, l = e % 32;
+    uint8_t& lo = b.ql[64 * n + 32 * (s % 2) + l];
+    lo = static_cast<uint8_t>(lo | ((u[e] & 15) << (s < 2 ? 0 : 4)));
+    uint8_t& hi = b.qh[32 * n + l];
+    hi = static_cast<uint8_t>(hi | ((u[e] >> 4) << (2 * s)));
+  }
+  std::memcpy(dst, &b, sizeof b);
+}
+
+}  // namespace lift::kernels::detail
