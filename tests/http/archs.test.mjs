@@ -32,10 +32,12 @@ describe('architectures over HTTP against llama.cpp', () => {
         });
         assert.equal(r.status, 200, r.text.slice(0, 300));
         const choice = r.json.choices[0];
-        // The ids, through lift's own detokenizer: the same text as llama.cpp's ids give.
-        const d = await post(srv, '/detokenize', { tokens: v.generated_ids });
-        assert.equal(d.status, 200, d.text.slice(0, 300));
-        assert.equal(choice.text, d.json.content);
+        // The ids, through lift's own detokenizer: prompt + llama.cpp's ids read as the prompt
+        // then lift's text (after the prompt, so a leading space is not dropped).
+        const whole = await post(srv, '/detokenize', { tokens: [...e.prompt_ids, ...v.generated_ids] });
+        const head = await post(srv, '/detokenize', { tokens: e.prompt_ids });
+        assert.equal(whole.status, 200, whole.text.slice(0, 300));
+        assert.equal(head.json.content + choice.text, whole.json.content);
         const lp = choice.logprobs;
         assert.equal(lp.tokens.length, n);
         let compared = 0;
