@@ -93,23 +93,25 @@ nlohmann::json run_throughput(LlamaModel& model, const Tokenizer& tok, const Thr
 int throughput(const ThroughputOptions& o) {
   auto model = LlamaModel::load(o.model);
   const Tokenizer tok = Tokenizer::from_gguf(model->file());
-  // Each request must produce exactly output_len tokens, so prompt and output must fit.
-  const int context = model->config().context_length;
-  if (static_cast<int64_t>(o.input_len) + o.output_len > context) {
-    throw Error("bench throughput: --input-len " + std::to_string(o.input_len) +
-                " plus --output-len " + std::to_string(o.output_len) +
-                " tokens do not fit this model's context of " + std::to_string(context) +
-                " tokens; lower them to a sum of at most " + std::to_string(context));
-  }
   std::vector<std::string> policies;
   if (o.schedulers == "all") {
     policies = {"sequential", "static", "continuous"};
   } else {
     policies = {o.schedulers};
   }
+  size_t max_len = 0;
   {
     Engine probe(*model, tok, o.engine.to_config());
     print_memory_plan(probe);
+    max_len = probe.max_model_len();
+  }
+  // Each request must produce exactly output_len tokens, so prompt and output must fit.
+  if (static_cast<size_t>(o.input_len) + static_cast<size_t>(o.output_len) > max_len) {
+    throw Error("bench throughput: --input-len " + std::to_string(o.input_len) +
+                " plus --output-len " + std::to_string(o.output_len) +
+                " tokens do not fit max-model-len " + std::to_string(max_len) +
+                "; lower them to a sum of at most " + std::to_string(max_len) +
+                " (or raise --max-model-len up to the model's context)");
   }
   std::printf("%-11s %9s %10s %14s %14s %8s\n", "scheduler", "elapsed_s", "requests/s",
               "output_tok/s", "total_tok/s", "steps");
@@ -204,12 +206,12 @@ constexpr int kDecoderPrompt = 16;
 constexpr size_t kSettleTokens = 20;
 
 // Throws a lift::Error that says which option to change when the benchmark cannot run on this
-// model (prompts that do not fit its context would otherwise fail half-way through).
+// model (prompts that do not fit max-model-len would otherwise fail half-way through).
 void check_hol_fits(const HolOptions& o, int context) {
   const auto fits = [&](int len, const char* option) {
     if (len < context) return;
     throw Error("bench hol: " + std::string(option) + " " + std::to_string(len) +
-                " does not fit this model's context of " + std::to_string(context) +
+                " does not fit max-model-len " + std::to_string(context) +
                 " tokens (a prompt must leave room for one generated token); pass " + option + " " +
                 std::to_string(context - 1) + " or less");
   };
@@ -234,7 +236,7 @@ HolResult run_hol(LlamaModel& model, const Tokenizer& tok, const HolOptions& o,
   const int vocab = model.config().n_vocab;
   const int32_t bos = tok.vocab().bos_id();
   RequestParams decode_p;
-  decode_p.max_tokens = 100000;  // the engine caps it at the context
+  decode_p.max_tokens = static_cast<int>(engine.max_model_len()) - kDecoderPrompt;
   decode_p.ignore_eos = true;
   decode_p.sampling.temperature = 0;
   std::vector<std::unique_ptr<Watch>> decoders;
@@ -296,7 +298,11 @@ HolResult run_hol(LlamaModel& model, const Tokenizer& tok, const HolOptions& o,
 int hol(const HolOptions& o) {
   auto model = LlamaModel::load(o.model);
   const Tokenizer tok = Tokenizer::from_gguf(model->file());
-  check_hol_fits(o, model->config().context_length);
+  {
+    Engine probe(*model, tok, o.engine.to_config());
+    print_memory_plan(probe);
+    check_hol_fits(o, static_cast<int>(probe.max_model_len()));
+  }
   const auto capped = run_hol(*model, tok, o, o.engine.max_prefill_chunk);
   const auto uncapped = run_hol(*model, tok, o, 2048);
   auto row = [](const char* name, const HolResult& r) {

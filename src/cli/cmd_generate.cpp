@@ -20,6 +20,7 @@ struct GenerateOptions {
   std::string model;
   std::string prompt;
   int n_tokens = 128;
+  size_t max_model_len = 0;
   float temperature = 0.8f;
   int top_k = 40;
   float top_p = 0.95f;
@@ -54,6 +55,7 @@ int run_generate(const GenerateOptions& o) {
   req.prompt = tok.encode(o.prompt, /*add_bos=*/true, /*parse_special=*/false);
   if (req.prompt.empty()) req.prompt.push_back(tok.vocab().bos_id());
   req.max_tokens = o.n_tokens;
+  req.max_model_len = o.max_model_len;
   req.sampling.temperature = o.temperature;
   req.sampling.top_k = o.top_k;
   req.sampling.top_p = o.top_p;
@@ -135,6 +137,9 @@ Runner add_generate(CLI::App& app) {
   c->add_option("-m,--model", o->model, "GGUF model file")->required();
   c->add_option("-p,--prompt", o->prompt, "Prompt text (\"\" = BOS alone)");
   c->add_option("-n,--n-tokens", o->n_tokens, "Tokens to generate")->check(CLI::Range(0, 1 << 24));
+  c->add_option("-c,--max-model-len", o->max_model_len,
+                "Stop when prompt + output reach this many tokens (default: the model's context)")
+      ->check(CLI::PositiveNumber);
   c->add_option("--temp", o->temperature, "Temperature (0 = greedy)")
       ->check(CLI::Range(0.0, 100.0));
   c->add_option("--top-k", o->top_k, "Top-k (0 = off)");

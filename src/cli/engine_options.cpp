@@ -40,8 +40,9 @@ size_t parse_bytes(const std::string& s) {
 
 EngineConfig EngineOptions::to_config() const {
   EngineConfig c;
-  c.kv_cache_bytes = parse_bytes(kv_cache_memory);
-  c.kv_type = parse_kv_type(kv_type);
+  c.max_model_len = max_model_len;
+  if (kv_cache_memory != "auto") c.kv_cache_bytes = parse_bytes(kv_cache_memory);
+  if (kv_type != "auto") c.kv_type = parse_kv_type(kv_type);
   c.block_size = block_size;
   c.scheduler.max_batched_tokens = max_batched_tokens;
   c.scheduler.max_seqs = max_seqs;
@@ -56,8 +57,19 @@ EngineConfig EngineOptions::to_config() const {
 }
 
 void add_engine_options(CLI::App* app, EngineOptions& o) {
-  app->add_option("--kv-cache-memory", o.kv_cache_memory, "KV cache budget, e.g. 2GiB");
-  app->add_option("--kv-type", o.kv_type, "K/V storage type: f32 or f16");
+  app->add_option("-c,--max-model-len", o.max_model_len,
+                  "Longest prompt + output a request may have (default: the model's context, at "
+                  "most " +
+                      std::to_string(kDefaultMaxModelLen) + ")")
+      ->check(CLI::PositiveNumber);
+  app->add_option("--kv-cache-memory", o.kv_cache_memory,
+                  "KV cache budget, e.g. 2GiB (auto: half of available memory after the weights, "
+                  "at most --max-seqs full-length sequences)");
+  app->add_option("--kv-type", o.kv_type,
+                  "K/V storage type: f32, f16 or auto (f32 unless the automatic budget holds "
+                  "fewer than " +
+                      std::to_string(kAutoF32Sequences) + " full-length sequences)")
+      ->check(CLI::IsMember({"auto", "f32", "f16"}));
   app->add_option("--block-size", o.block_size, "Tokens per KV block")->check(CLI::Range(1, 1024));
   app->add_option("--max-batched-tokens", o.max_batched_tokens, "Token budget of one step");
   app->add_option("--max-seqs", o.max_seqs, "Most sequences running at once");

@@ -9,9 +9,11 @@
 
 namespace lift::cli {
 
+// "auto" and 0 leave the choice to the engine's memory plan (src/engine/memory_plan.h).
 struct EngineOptions {
-  std::string kv_cache_memory = "256MiB";
-  std::string kv_type = "f32";
+  size_t max_model_len = 0;
+  std::string kv_cache_memory = "auto";
+  std::string kv_type = "auto";
   size_t block_size = 16;
   size_t max_batched_tokens = 512;
   size_t max_seqs = 64;
@@ -28,7 +30,7 @@ struct EngineOptions {
 void add_engine_options(CLI::App* app, EngineOptions& o);
 // "2GiB", "512MiB", "1.5GB", "1000000" (bytes) -> bytes; throws lift::Error.
 size_t parse_bytes(const std::string& s);
-// Prints weights' size, KV bytes per token and pool capacity to stderr.
+// Prints the engine's memory plan (model, max-model-len, K/V type and pool) to stderr.
 void print_memory_plan(const Engine& e);
 
 }  // namespace lift::cli

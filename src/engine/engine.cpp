@@ -11,15 +11,23 @@ namespace lift {
 
 namespace {
 
-size_t pool_blocks(const ModelConfig& cfg, const EngineConfig& e) {
-  if (e.kv_blocks > 0) return e.kv_blocks;
-  const size_t n = KvCache::blocks_for_budget(cfg, e.kv_type, e.block_size, e.kv_cache_bytes);
-  if (n == 0) {
-    throw Error("the KV cache budget of " + std::to_string(e.kv_cache_bytes) +
-                " bytes holds not even one block of " + std::to_string(e.block_size) +
-                " tokens; raise --kv-cache-memory");
-  }
-  return n;
+MemoryPlan make_plan(const LlamaModel& model, const EngineConfig& e) {
+  MemoryRequest r;
+  r.max_model_len = e.max_model_len;
+  r.kv_cache_bytes = e.kv_cache_bytes;
+  r.kv_blocks = e.kv_blocks;
+  r.kv_type = e.kv_type;
+  r.block_size = e.block_size;
+  r.max_seqs = e.scheduler.max_seqs;
+  const bool from_machine = e.kv_blocks == 0 && e.kv_cache_bytes == 0;
+  return plan_memory(model.config(), model.weight_bytes(), r,
+                     from_machine ? mem_available_bytes() : 0, e.scheduler.max_prefill_chunk);
+}
+
+// Where every layer slides, the scheduler gives back blocks the window has left behind.
+SchedulerConfig with_window(SchedulerConfig s, const ModelConfig& m) {
+  s.kv_window = static_cast<size_t>(std::max(m.kv_window(), 0));
+  return s;
 }
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
@@ -46,13 +54,14 @@ Engine::Engine(LlamaModel& model, const Tokenizer& tokenizer, EngineConfig cfg)
     : model_(model),
       tok_(tokenizer),
       cfg_(cfg),
+      plan_(make_plan(model, cfg)),
       pool_(cfg.threads),
       backend_(make_cpu_backend(pool_, cfg.backend)),
-      kv_(model.config(), pool_blocks(model.config(), cfg), cfg.block_size, cfg.kv_type),
+      kv_(model.config(), plan_.n_blocks, cfg.block_size, plan_.kv_type),
       blocks_(kv_.n_blocks(), cfg.block_size, cfg.prefix_caching),
-      scheduler_(cfg.scheduler, blocks_),
+      scheduler_(with_window(cfg.scheduler, model.config()), blocks_),
       runner_(model, *backend_, kv_),
-      outputs_(tokenizer, model.config().context_length),
+      outputs_(tokenizer, static_cast<int>(plan_.max_model_len)),
       sampler_(model.config().n_vocab) {
   if (tokenizer.vocab().size() != model.config().n_vocab) {
     throw Error("the tokenizer has " + std::to_string(tokenizer.vocab().size()) +
@@ -85,9 +94,10 @@ Submitted Engine::add_request(std::vector<int32_t> prompt, RequestParams params)
                   std::to_string(mc.n_vocab - 1) + ")");
     }
   }
-  if (prompt.size() >= static_cast<size_t>(mc.context_length)) {
+  const size_t max_len = plan_.max_model_len;
+  if (prompt.size() >= max_len) {
     throw Error("the prompt has " + std::to_string(prompt.size()) +
-                " tokens, but the model's context is " + std::to_string(mc.context_length) +
+                " tokens, but max-model-len is " + std::to_string(max_len) +
                 " tokens (the prompt must leave room for at least one generated token)");
   }
   if (const std::string err = params.validate(mc.n_vocab); !err.empty()) throw Error(err);
@@ -96,20 +106,32 @@ Submitted Engine::add_request(std::vector<int32_t> prompt, RequestParams params)
                 std::to_string(cfg_.scheduler.max_seqs) +
                 " samples run at once (--max-seqs); lower n or raise --max-seqs");
   }
-  params.max_tokens =
-      std::min<int>(params.max_tokens, mc.context_length - static_cast<int>(prompt.size()));
+  const size_t total = prompt.size() + static_cast<size_t>(params.max_tokens);
+  if (total > max_len) {
+    throw Error("the prompt (" + std::to_string(prompt.size()) + " tokens) and max_tokens (" +
+                std::to_string(params.max_tokens) + ") make " + std::to_string(total) +
+                " tokens, more than max-model-len " + std::to_string(max_len) +
+                "; lower max_tokens to at most " + std::to_string(max_len - prompt.size()) +
+                " or raise --max-model-len");
+  }
   params.min_tokens = std::min(params.min_tokens, params.max_tokens);
+  // One sample never needs more than a full-length sequence, which the plan checked fits;
+  // forked samples each hold their own tail.
   const size_t bs = cfg_.block_size;
-  const size_t prompt_blocks = (prompt.size() + bs - 1) / bs;
+  const size_t window = scheduler_.config().kv_window;
+  const size_t chunk = cfg_.scheduler.max_prefill_chunk;
+  const auto n = static_cast<size_t>(params.n);
   const size_t need =
-      prompt_blocks +
-      static_cast<size_t>(params.n) * ((static_cast<size_t>(params.max_tokens) + bs - 1) / bs + 1);
+      window > 0 ? n * sequence_blocks(total, bs, window, chunk)
+      : n == 1   ? sequence_blocks(total, bs)
+                 : sequence_blocks(prompt.size(), bs) +
+                     n * (sequence_blocks(static_cast<size_t>(params.max_tokens), bs) + 1);
   if (need > kv_.n_blocks()) {
     throw Error("the request needs up to " + std::to_string(need) + " KV blocks (" +
                 std::to_string(prompt.size()) + " prompt tokens, max_tokens " +
                 std::to_string(params.max_tokens) + ", n " + std::to_string(params.n) +
                 ") but the whole cache has " + std::to_string(kv_.n_blocks()) +
-                "; lower max_tokens or raise --kv-cache-memory");
+                "; lower max_tokens or n, or raise --kv-cache-memory");
   }
   auto req = std::make_unique<RequestState>();
   req->id = next_request_id_.fetch_add(1);
@@ -402,22 +424,40 @@ void Engine::refresh_gauges(bool ran_step) {
 
 std::string Engine::memory_plan() const {
   const ModelConfig& c = model_.config();
-  char buf[512];
+  const MemoryPlan& p = plan_;
+  char buf[640];
   std::string s;
   std::snprintf(buf, sizeof buf,
                 "lift: model %s: %d layers, dim %d, %d heads (%d kv), vocab %d, context %d; "
-                "weights %.1f MiB\n",
+                "weights %s\n",
                 c.name.c_str(), c.n_layers, c.dim, c.n_heads, c.n_kv_heads, c.n_vocab,
-                c.context_length, static_cast<double>(model_.weight_bytes()) / (1 << 20));
+                c.context_length, format_bytes(model_.weight_bytes()).c_str());
+  s += buf;
+  const std::string len_from =
+      cfg_.max_model_len > 0 ? "--max-model-len"
+      : !p.max_model_len_note.empty()
+          ? p.max_model_len_note
+          : "the model's context, at most " + std::to_string(kDefaultMaxModelLen);
+  std::snprintf(buf, sizeof buf, "lift: max-model-len %zu tokens (%s; -c to change)\n",
+                p.max_model_len, len_from.c_str());
   s += buf;
   std::snprintf(buf, sizeof buf,
-                "lift: KV cache %s: %zu bytes per token, %zu blocks of %zu tokens = %zu tokens "
-                "(%.1f MiB); prefix caching %s\n",
-                kv_type_name(kv_.type()), kv_.bytes_per_token(), kv_.n_blocks(), kv_.block_size(),
-                kv_.n_blocks() * kv_.block_size(),
-                static_cast<double>(kv_.total_bytes()) / (1 << 20),
+                "lift: KV cache %s (%s), %zu bytes per token: %zu blocks of %zu tokens = %zu "
+                "tokens, %s, %zu full-length sequences at once; budget %s (%s); prefix caching "
+                "%s\n",
+                kv_type_name(kv_.type()), p.kv_type_from.c_str(), kv_.bytes_per_token(),
+                kv_.n_blocks(), kv_.block_size(), kv_.n_blocks() * kv_.block_size(),
+                format_bytes(kv_.total_bytes()).c_str(), p.full_sequences(),
+                format_bytes(p.budget_bytes).c_str(), p.budget_from.c_str(),
                 cfg_.prefix_caching ? "on" : "off");
   s += buf;
+  if (const size_t w = scheduler_.config().kv_window; w > 0) {
+    std::snprintf(buf, sizeof buf,
+                  "lift: sliding window %zu on every layer: a sequence holds at most %zu blocks, "
+                  "older ones go back to the pool\n",
+                  w, p.seq_blocks);
+    s += buf;
+  }
   return s;
 }
 

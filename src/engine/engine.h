@@ -8,11 +8,13 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "engine/memory_plan.h"
 #include "engine/metrics.h"
 #include "engine/model_runner.h"
 #include "engine/output_processor.h"
@@ -26,12 +28,14 @@
 
 namespace lift {
 
+// Zeros and empties mean "the default" (src/engine/memory_plan.h says which).
 struct EngineConfig {
   SchedulerConfig scheduler;
-  size_t kv_cache_bytes = size_t{256} << 20;
-  size_t kv_blocks = 0;  // if set, overrides kv_cache_bytes
+  size_t max_model_len = 0;   // longest prompt + output; at most the model's context
+  size_t kv_cache_bytes = 0;  // 0: from the machine's available memory
+  size_t kv_blocks = 0;       // if set, overrides kv_cache_bytes
   size_t block_size = 16;
-  KvType kv_type = KvType::f32;
+  std::optional<KvType> kv_type;
   bool prefix_caching = true;
   int threads = 0;
   BackendOptions backend;
@@ -48,8 +52,9 @@ class Engine {
   Engine(LlamaModel& model, const Tokenizer& tokenizer, EngineConfig cfg);
   ~Engine();
 
-  // Validates and queues a request; throws lift::Error with what to fix (empty or oversized
-  // prompt, bad parameters, n above max_seqs, a request the KV pool can never hold).
+  // Validates and queues a request; throws lift::Error with what to fix (empty prompt, prompt +
+  // max_tokens beyond max-model-len, bad parameters, n above max_seqs, a request the KV pool
+  // can never hold).
   // Thread-safe. Once stop() has begun (until the next start()), the request is not run: its
   // stream gets at once a final output per sample with FinishReason::abort.
   Submitted add_request(std::vector<int32_t> prompt, RequestParams params);
@@ -68,8 +73,12 @@ class Engine {
   void run_until_idle();
 
   EngineMetrics metrics() const;
-  // Weights' size, KV bytes per token and the pool's capacity, as lines for start-up logs.
+  // The model, max-model-len, K/V type and the pool's capacity with where each came from, as
+  // lines for start-up logs.
   std::string memory_plan() const;
+  const MemoryPlan& plan() const { return plan_; }
+  // Longest prompt + max_tokens a request may ask for.
+  size_t max_model_len() const { return plan_.max_model_len; }
   const BlockManager& blocks() const { return blocks_; }
   const KvCache& kv() const { return kv_; }
   const LlamaModel& model() const { return model_; }
@@ -95,6 +104,7 @@ class Engine {
   LlamaModel& model_;
   const Tokenizer& tok_;
   EngineConfig cfg_;
+  MemoryPlan plan_;
   ThreadPool pool_;
   std::unique_ptr<Backend> backend_;
   KvCache kv_;

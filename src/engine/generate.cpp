@@ -21,12 +21,23 @@ GenerationResult generate(LlamaModel& model, Backend& backend, const GenerationR
   const ModelConfig& cfg = model.config();
   if (req.prompt.empty()) throw Error("the prompt is empty: at least one token is needed");
   const size_t max_len = req.prompt.size() + static_cast<size_t>(std::max(req.max_tokens, 0));
-  if (req.prompt.size() > static_cast<size_t>(cfg.context_length)) {
-    throw Error("the prompt has " + std::to_string(req.prompt.size()) +
-                " tokens, more than the model's context of " + std::to_string(cfg.context_length));
+  const auto context = static_cast<size_t>(cfg.context_length);
+  if (req.max_model_len > context) {
+    throw Error("--max-model-len " + std::to_string(req.max_model_len) +
+                " is longer than the model's context of " + std::to_string(context) +
+                " tokens; use at most " + std::to_string(context));
+  }
+  // Prompt and generated tokens together fit in the limit, as in the engine.
+  const size_t limit = req.max_model_len > 0 ? req.max_model_len : context;
+  if (req.prompt.size() >= limit) {
+    throw Error("the prompt has " + std::to_string(req.prompt.size()) + " tokens, but " +
+                (req.max_model_len > 0 ? "--max-model-len is " : "the model's context is ") +
+                std::to_string(limit) + " (the prompt must leave room for a generated token)");
   }
   if (const std::string err = req.sampling.validate(cfg.n_vocab); !err.empty()) throw Error(err);
-  const size_t len_cap = std::min(max_len, static_cast<size_t>(cfg.context_length));
+  const size_t len_cap = std::min(max_len, limit);
+  const auto max_tokens = static_cast<int>(std::min<size_t>(
+      static_cast<size_t>(std::max(req.max_tokens, 0)), limit - req.prompt.size()));
 
   // One sequence owning blocks 0..n-1 of a private cache.
   constexpr size_t kBlock = 16;
@@ -46,7 +57,7 @@ GenerationResult generate(LlamaModel& model, Backend& backend, const GenerationR
 
   const auto t0 = Clock::now();
   size_t done = 0;  // tokens of seq whose K/V are in the cache
-  for (int step = 0; step < req.max_tokens; ++step) {
+  for (int step = 0; step < max_tokens; ++step) {
     const size_t begin = req.use_kv_cache ? done : 0;
     const size_t n = seq.size() - begin;
     const int32_t last = static_cast<int32_t>(n - 1);
@@ -89,8 +100,7 @@ GenerationResult generate(LlamaModel& model, Backend& backend, const GenerationR
       res.finish = FinishReason::stop;
       break;
     }
-    if (seq.size() == len_cap) break;  // context full: the last token is sampled, not fed back
-    seq.push_back(tok);
+    seq.push_back(tok);  // the last one is never fed back, so len_cap positions suffice
   }
   return res;
 }

@@ -17,6 +17,9 @@ namespace lift {
 struct GenerationRequest {
   std::vector<int32_t> prompt;  // token ids, BOS included if wanted
   int max_tokens = 16;
+  // Prompt + generated tokens stop here (0: the model's context); more than the context is
+  // refused.
+  size_t max_model_len = 0;
   SamplingParams sampling;
   std::vector<int32_t> stop_token_ids;
   int32_t eos_id = -1;

@@ -158,6 +158,7 @@ void Scheduler::schedule(SchedulerOutput& out) {
   // Preemption takes sequences out of running_ anywhere (under priority, also ahead of the
   // one being served), so the two passes walk the list as the step began and skip victims.
   order_.assign(running_.begin(), running_.end());
+  for (Sequence* seq : order_) slide(seq);
 
   // 1. One decode token for every running sequence past its prompt, oldest first.
   for (Sequence* seq : order_) {
@@ -181,6 +182,11 @@ void Scheduler::schedule(SchedulerOutput& out) {
 #endif
 }
 
+void Scheduler::slide(Sequence* seq) {
+  const size_t w = cfg_.kv_window;
+  if (w > 0 && seq->n_computed + 1 > w) blocks_.release_before(seq->table, seq->n_computed + 1 - w);
+}
+
 void Scheduler::admit(SchedulerOutput& out) {
   // A static batch is formed once, when the engine is empty, from as many waiting sequences
   // as fit (their prompts may take several steps), then closed until every member finishes.
@@ -195,10 +201,13 @@ void Scheduler::admit(SchedulerOutput& out) {
     if (used_slots + slots(seq) > cfg_.max_seqs) break;
     if (seq->table.empty()) {
       seq->n_computed = blocks_.allocate_prompt(seq->table, seq->tokens, seq->n_prompt);
+      slide(seq);  // a long cached prefix may lie mostly outside the window
     }
     // Every token still to compute gets its slot now, so the prefill never needs a block
-    // it might not get.
-    if (!blocks_.can_append(seq->table, seq->remaining())) {
+    // it might not get; under a sliding window only the first chunk's (see the top).
+    const size_t n = std::min({seq->remaining(), cfg_.max_prefill_chunk, budget_});
+    const size_t hold = cfg_.kv_window > 0 ? n : seq->remaining();
+    if (!blocks_.can_append(seq->table, hold)) {
       // Its cached prefix blocks go back until memory frees up.
       blocks_.free(seq->table);
       seq->n_computed = 0;
@@ -209,10 +218,10 @@ void Scheduler::admit(SchedulerOutput& out) {
     used_slots += slots(seq);
     prefix_query_tokens_ += seq->tokens.size();
     prefix_hit_tokens_ += seq->n_computed;
-    if (!blocks_.append_slots(seq->table, seq->remaining(), &out.copies)) {
+    if (!blocks_.append_slots(seq->table, hold, &out.copies)) {
       throw Error("internal: block manager refused slots it said it had");
     }
-    take(seq, std::min({seq->remaining(), cfg_.max_prefill_chunk, budget_}), out);
+    take(seq, n, out);
     if (cfg_.policy == BatchPolicy::sequential) break;
   }
   if (cfg_.policy == BatchPolicy::static_batch && budget_ > 0) static_open_ = false;

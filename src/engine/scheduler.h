@@ -10,6 +10,17 @@
 // the head. A step that preempted admits nobody: the blocks just given back are for the
 // sequences still running, and a victim is never readmitted in the step that preempted it.
 //
+// Sliding windows. When every layer of the model attends only to the last kv_window positions,
+// each step first gives back the blocks a running sequence's window has left behind
+// (BlockManager::release_before), and a prompt holds blocks one chunk at a time: admission
+// takes slots for its first chunk, each later chunk reserves its own like a decode token does
+// (and may preempt). A sequence then holds O(window + chunk) blocks, however long it grows.
+// With some global layers (Gemma 2 and 3 alternate) nothing is released: one block holds a
+// position's K/V for every layer, and the global layers read every position. Freeing the
+// sliding layers' share would take a second pool and block table for those layers (vLLM's
+// hybrid allocator): per layer group its own blocks, budget and prefix-cache entries, and
+// attention told which table each layer reads.
+//
 // Preemption. When the pool cannot give a running sequence its next block, a victim's blocks
 // are released and it goes back to the waiting queue at its old place (its arrival), to be
 // recomputed (its full blocks usually come back from the prefix cache). The victim is, under
@@ -60,6 +71,7 @@ struct SchedulerConfig {
   size_t max_batched_tokens = 512;
   size_t max_seqs = 64;  // running sequences; a request of n samples takes n
   size_t max_prefill_chunk = 256;
+  size_t kv_window = 0;  // > 0: every layer looks at most this many positions back
   BatchPolicy policy = BatchPolicy::continuous;
   SchedulingPolicy scheduling = SchedulingPolicy::fcfs;
   // Whether RequestParams::priority matters; with fcfs a front end should reject a non-zero
@@ -128,6 +140,8 @@ class Scheduler {
   void take(Sequence* seq, size_t n, SchedulerOutput& out);
   // Admits waiting sequences into the rest of the step.
   void admit(SchedulerOutput& out);
+  // Gives back seq's blocks before the window of its next token (with kv_window > 0).
+  void slide(Sequence* seq);
 
   SchedulerConfig cfg_;
   BlockManager& blocks_;

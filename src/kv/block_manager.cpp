@@ -220,6 +220,9 @@ void BlockManager::commit(BlockTable& table, std::span<const int32_t> all_tokens
     const uint64_t h = block_key(i, parent_hash, toks, n_prompt, boundary);
     table.hashes.push_back(h);
     const int32_t b = table.blocks[i];
+    // A window no wider than a block can release the parent before its child fills: without
+    // the parent's identity the entry could not be verified, so the chain is not cached on.
+    if (b < 0 || (i > 0 && table.blocks[i - 1] < 0)) continue;
     if (has_entry_[b]) continue;  // registered through a forked sibling
     const int32_t parent = i == 0 ? -1 : table.blocks[i - 1];
     if (const auto it = index_.find(h); it != index_.end()) {
@@ -256,17 +259,33 @@ void BlockManager::fork(const BlockTable& parent, BlockTable& child) {
     throw Error("block manager: fork needs an empty child table");
   }
   for (int32_t b : parent.blocks) {
+    if (b < 0) continue;  // released by the window
     if (ref_[b] <= 0) violation("fork of a table holding unused block " + std::to_string(b));
     ++ref_[b];
   }
   child = parent;
 }
 
+size_t BlockManager::release_before(BlockTable& table, size_t first_needed) {
+  const size_t end = std::min(first_needed / block_size_, table.blocks.size());
+  const size_t before = table.n_released;
+  for (; table.n_released < end; ++table.n_released) {
+    int32_t& b = table.blocks[table.n_released];
+    release(b);
+    b = -1;
+  }
+  debug_check_counts();
+  return table.n_released - before;
+}
+
 void BlockManager::free(BlockTable& table) {
-  for (auto it = table.blocks.rbegin(); it != table.blocks.rend(); ++it) release(*it);
+  for (auto it = table.blocks.rbegin(); it != table.blocks.rend(); ++it) {
+    if (*it >= 0) release(*it);
+  }
   table.blocks.clear();
   table.hashes.clear();
   table.n_tokens = 0;
+  table.n_released = 0;
   debug_check_counts();
 }
 
@@ -322,7 +341,13 @@ void BlockManager::check_invariants(std::span<const BlockTable* const> live_tabl
     }
     if (t->hashes.size() * block_size_ > t->n_tokens) violation("a table hashes unfilled blocks");
     if (!prefix_caching_ && !t->hashes.empty()) violation("a table has hashes without caching");
-    for (int32_t b : t->blocks) {
+    if (t->n_released > t->blocks.size()) violation("a table released more blocks than it has");
+    for (size_t i = 0; i < t->blocks.size(); ++i) {
+      const int32_t b = t->blocks[i];
+      if (i < t->n_released) {
+        if (b != -1) violation("a table's released entry holds " + name(b));
+        continue;
+      }
       if (b < 0 || static_cast<size_t>(b) >= n) violation("a table holds bad id " + name(b));
       ++refs[b];
     }

@@ -27,10 +27,13 @@
 namespace lift {
 
 // One sequence's view of the cache; owned by the sequence, changed only by the BlockManager.
-// Slot of position p: blocks[p / block_size] * block_size + p % block_size.
+// Slot of position p: blocks[p / block_size] * block_size + p % block_size. Under sliding-window
+// attention the first n_released entries are -1: those positions are out of every layer's
+// window and their blocks went back to the pool (release_before).
 struct BlockTable {
   std::vector<int32_t> blocks;
-  size_t n_tokens = 0;  // positions [0, n_tokens) have a slot
+  size_t n_tokens = 0;    // positions [0, n_tokens) have a slot (or had, before release)
+  size_t n_released = 0;  // blocks[0, n_released) are -1
   // Chained hash of each full block committed so far (hashes[i] belongs to blocks[i]);
   // empty when prefix caching is off.
   std::vector<uint64_t> hashes;
@@ -110,6 +113,13 @@ class BlockManager {
   // generated tokens' kernels never serve a prompt that would compute them otherwise. Call
   // before the first commit.
   void keep_kinds_apart(bool on) { kinds_apart_ = on; }
+
+  // Sliding-window attention: drops the table's references to the blocks that lie wholly
+  // before position first_needed (no layer reads them again) and sets their entries to -1; the
+  // table keeps its length. A block another table shares, or that the prefix cache holds, stays
+  // theirs: release is the same ref-- as free. Blocks are released in position order, so the
+  // prefix cache evicts a sequence's head before its tail. Returns how many were released.
+  size_t release_before(BlockTable& table, size_t first_needed);
 
   // child shares all of parent's blocks (ref++). Throws lift::Error if child is not empty.
   void fork(const BlockTable& parent, BlockTable& child);

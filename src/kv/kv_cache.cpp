@@ -1,5 +1,7 @@
 #include "kv/kv_cache.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "kernels/fp16.h"
@@ -34,26 +36,34 @@ KvCache::KvCache(const ModelConfig& cfg, size_t n_blocks, size_t block_size, KvT
       elem_bytes_(type == KvType::f16 ? 2 : 4) {
   if (block_size == 0) throw Error("KV block size must be positive");
   const size_t bytes = n_blocks * block_size * kv_dim_ * elem_bytes_;
-  k_.resize(n_layers_);
-  v_.resize(n_layers_);
+  const auto zeroed = [&] {
+    auto* p = static_cast<uint8_t*>(std::calloc(std::max<size_t>(bytes, 1), 1));
+    if (p == nullptr) {
+      throw Error("cannot allocate " + std::to_string(bytes) + " bytes per layer for the KV " +
+                  "cache (" + std::to_string(n_blocks) + " blocks); lower --kv-cache-memory");
+    }
+    return std::unique_ptr<uint8_t, Free>(p);
+  };
   for (size_t l = 0; l < n_layers_; ++l) {
-    k_[l].assign(bytes, 0);
-    v_[l].assign(bytes, 0);
+    k_.push_back(zeroed());
+    v_.push_back(zeroed());
   }
 }
+
+void KvCache::Free::operator()(uint8_t* p) const { std::free(p); }
 
 void KvCache::write(size_t layer, size_t slot, const float* k, const float* v) {
   // K goes down a column of its block's [kv_dim][block_size] layout (see KvLayerView).
   const KvLayerView view = layer_view(layer);
   const size_t k0 = view.k_index(slot, 0), v0 = view.v_index(slot, 0);
   if (type_ == KvType::f32) {
-    float* kf = reinterpret_cast<float*>(k_[layer].data()) + k0;
+    float* kf = reinterpret_cast<float*>(k_[layer].get()) + k0;
     for (size_t i = 0; i < kv_dim_; ++i) kf[i * block_size_] = k[i];
-    std::memcpy(reinterpret_cast<float*>(v_[layer].data()) + v0, v, kv_dim_ * sizeof(float));
+    std::memcpy(reinterpret_cast<float*>(v_[layer].get()) + v0, v, kv_dim_ * sizeof(float));
     return;
   }
-  uint16_t* kh = reinterpret_cast<uint16_t*>(k_[layer].data()) + k0;
-  uint16_t* vh = reinterpret_cast<uint16_t*>(v_[layer].data()) + v0;
+  uint16_t* kh = reinterpret_cast<uint16_t*>(k_[layer].get()) + k0;
+  uint16_t* vh = reinterpret_cast<uint16_t*>(v_[layer].get()) + v0;
   for (size_t i = 0; i < kv_dim_; ++i) {
     kh[i * block_size_] = kernels::f32_to_f16(k[i]);
     vh[i] = kernels::f32_to_f16(v[i]);
@@ -61,7 +71,7 @@ void KvCache::write(size_t layer, size_t slot, const float* k, const float* v) {
 }
 
 KvLayerView KvCache::layer_view(size_t layer) const {
-  return {type_ == KvType::f16 ? GgmlType::F16 : GgmlType::F32, k_[layer].data(), v_[layer].data(),
+  return {type_ == KvType::f16 ? GgmlType::F16 : GgmlType::F32, k_[layer].get(), v_[layer].get(),
           kv_dim_, block_size_};
 }
 
@@ -69,8 +79,8 @@ void KvCache::copy_block(int32_t src, int32_t dst) {
   const size_t n = block_size_ * kv_dim_ * elem_bytes_;
   const size_t s = static_cast<size_t>(src) * n, d = static_cast<size_t>(dst) * n;
   for (size_t l = 0; l < n_layers_; ++l) {
-    std::memcpy(k_[l].data() + d, k_[l].data() + s, n);
-    std::memcpy(v_[l].data() + d, v_[l].data() + s, n);
+    std::memcpy(k_[l].get() + d, k_[l].get() + s, n);
+    std::memcpy(v_[l].get() + d, v_[l].get() + s, n);
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -44,7 +45,12 @@ class KvCache {
   size_t n_blocks_, block_size_, kv_dim_, n_layers_;
   KvType type_;
   size_t elem_bytes_;
-  std::vector<std::vector<uint8_t>> k_, v_;
+  // calloc'd: the kernel maps large zeroed regions lazily, so a budget costs memory only as
+  // its blocks are first written.
+  struct Free {
+    void operator()(uint8_t* p) const;
+  };
+  std::vector<std::unique_ptr<uint8_t, Free>> k_, v_;
 };
 
 }  // namespace lift

@@ -89,7 +89,7 @@ std::optional<http::Response> unavailable(const Api& a) {
 }
 
 ApiContext api_context(const Api& a) {
-  ApiContext ctx{*a.tok, a.chat.format, a.model->config().context_length,
+  ApiContext ctx{*a.tok, a.chat.format, static_cast<int>(a.engine->max_model_len()),
                  a.model->config().n_vocab};
   ctx.served_model_names = a.model_names;
   ctx.allow_priority = a.opts.engine.scheduler.priority_scheduling();
@@ -144,7 +144,7 @@ http::Reply handle_tokenize(Api& a, const http::Request& hreq) {
     const auto ids = tokenize(*a.tok, t);
     return reply(json_response(200, {{"tokens", ids},
                                      {"count", ids.size()},
-                                     {"max_model_len", a.model->config().context_length}}));
+                                     {"max_model_len", a.engine->max_model_len()}}));
   } catch (const ApiError& e) {
     return reply(error_response(e));
   }
@@ -244,7 +244,7 @@ void install_routes(Api& a, http::Server& s) {
                           {"created", 0},
                           {"owned_by", "lift"},
                           {"root", a.model_names.front()},
-                          {"max_model_len", a.model->config().context_length}});
+                          {"max_model_len", a.engine->max_model_len()}});
         }
         return reply(json_response(200, {{"object", "list"}, {"data", data}}));
       },

@@ -132,22 +132,49 @@ void expect_clean_failure(const CliRun& r, const std::string& needle) {
 
 TEST(E2ECli, BenchHolOnAShortContextModelSaysWhatToChange) {
   const CliRun r = run("bench hol -m " + short_context_model());
-  expect_clean_failure(r, "--long-len 2000 does not fit this model's context of 512 tokens");
+  expect_clean_failure(r, "--long-len 2000 does not fit max-model-len 512");
   EXPECT_NE(r.out.find("--long-len 511 or less"), std::string::npos) << r.out;
   const CliRun t = run("bench throughput -m " + short_context_model() +
                        " --input-len 500 --output-len 100 --num-prompts 1");
-  expect_clean_failure(t, "context of 512");
+  expect_clean_failure(t, "max-model-len 512");
   const CliRun m = run("bench model -m " + short_context_model() + " -p 600 -n 4 -r 1 --no-probes");
   expect_clean_failure(m, "-p 600 needs 600 positions");
 }
 
-TEST(E2ECli, BenchHolFailingWhileStreamsAreBeingWatched) {
-  // The decoding stream fits the KV cache (1 + 127 + 1 blocks), the long prompt (128 blocks
-  // + 2) does not: add_request throws while the decoder's watcher thread runs. That used to
-  // end in std::terminate.
-  const CliRun r = run("bench hol " + kModel +
-                       " --decoders 1 --long-len 2040 --kv-cache-memory 2641920 --max-seqs 4");
-  expect_clean_failure(r, "KV blocks");
+TEST(E2ECli, BenchHolOnASmallKvPoolSaysWhatToChange) {
+  // 1 MiB holds 816 tokens of stories260K's f32 K/V: the default max-model-len shrinks to it,
+  // and the benchmark refuses its 2040-token prompt before any stream starts. (A request that
+  // fits max-model-len always fits the pool now, so nothing can fail once streams run.)
+  const CliRun r =
+      run("bench hol " + kModel + " --decoders 1 --long-len 2040 --kv-cache-memory 1MiB");
+  expect_clean_failure(r, "--long-len 2040 does not fit max-model-len 816");
+  EXPECT_NE(r.out.find("max-model-len 816 tokens (the default 2048 did not fit"), std::string::npos)
+      << r.out;
+}
+
+TEST(E2ECli, MaxModelLenAndKvBudgetErrorsNameTheNumbersAndFlags) {
+  CliRun r = run("chat " + kModel + " -c 4096", "/exit\n");
+  expect_clean_failure(r, "--max-model-len 4096 is longer than the model's context of 2048 tokens");
+  r = run("chat " + kModel + " -c 2048 --kv-cache-memory 1MiB", "/exit\n");
+  expect_clean_failure(r, "holds 816 tokens of f32 K/V, but one sequence of --max-model-len 2048");
+  for (const char* flag : {"raise --kv-cache-memory", "lower --max-model-len", "--kv-type f16"}) {
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag << " in " << r.out;
+  }
+  r = run("generate " + kModel + " -p hi -c 99999");
+  expect_clean_failure(r, "longer than the model's context of 2048");
+}
+
+TEST(E2ECli, MemoryPlanIsPrintedAndMaxModelLenBoundsGenerate) {
+  CliRun r = run("chat " + kModel + " -c 300", "/exit\n");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("max-model-len 300 tokens (--max-model-len"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("KV cache f32 (auto"), std::string::npos) << r.out;
+  // Prompt (5 tokens) + generated ones stop at -c: the first 5 golden ids.
+  r = run("generate " + kModel + " -p \"Once upon a time\" -n 56 --temp 0 --ids -c 10");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const std::string five = ids_of("prompt_once_upon_a_time_greedy_60", 5);
+  EXPECT_NE(r.out.find(five + "\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(ids_of("prompt_once_upon_a_time_greedy_60", 6)), std::string::npos) << r.out;
 }
 
 TEST(E2ECli, MissingModelFileEveryCommand) {
