@@ -45,8 +45,11 @@ std::vector<uint8_t> make_weights(GgmlType t, size_t n_out, size_t n_in) {
       continue;
     }
     h = t == GgmlType::BF16 ? f32_to_bf16(v) : f32_to_f16(v * 0.02f);
-    std::memcpy(blk, &h, 2);
-    if (t == GgmlType::Q4_1 || t == GgmlType::Q5_1) std::memcpy(blk + 2, &h, 2);
+    // Where the f16 scale(s) sit: first, except in Q6_K (last); Q4_K/Q5_K also have dmin.
+    std::memcpy(blk + (t == GgmlType::Q6_K ? 208 : 0), &h, 2);
+    if (t == GgmlType::Q4_1 || t == GgmlType::Q5_1 || t == GgmlType::Q4_K || t == GgmlType::Q5_K) {
+      std::memcpy(blk + 2, &h, 2);
+    }
   }
   return w;
 }
@@ -113,7 +116,7 @@ void bm_matmul(benchmark::State& state, GgmlType wt, ActFormat af, Isa isa, bool
   std::vector<ActBlockInfo> info;
   if (panels) {
     pm = pack_panels(wt, w.data(), row_bytes, s.n_in, s.n_out);
-    if (af != ActFormat::f32) {
+    if (af == ActFormat::q8_0) {  // K panels read the Q8_K rows alone
       info.resize(rows * s.n_in / 32);
       for (size_t r = 0; r < rows; ++r) {
         act_block_info(act.data() + r * stride, s.n_in, info.data() + r * s.n_in / 32);
@@ -134,18 +137,24 @@ void bm_matmul(benchmark::State& state, GgmlType wt, ActFormat af, Isa isa, bool
 }
 
 const char* af_name(ActFormat af) {
-  return af == ActFormat::f32 ? "f32" : af == ActFormat::q8_0 ? "q8_0" : "q8_1";
+  return af == ActFormat::f32    ? "f32"
+         : af == ActFormat::q8_0 ? "q8_0"
+         : af == ActFormat::q8_1 ? "q8_1"
+                                 : "q8_k";
 }
 
 int register_all() {
+  // K-quants on their panels only: their stored-row kernel is the scalar one on every Isa.
   const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
-                            GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q4_1, GgmlType::Q5_1};
+                            GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q4_1, GgmlType::Q5_1,
+                            GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
   const Shape shapes[] = {{768, 2048}, {2048, 5632}};
   for (auto [isa, panels] : {std::pair{Isa::scalar, false}, std::pair{Isa::avx2, false},
                              std::pair{Isa::avx512, false}, std::pair{Isa::avx512, true}}) {
     if (isa > best_isa()) continue;
     for (GgmlType t : types) {
       if (panels && !(t == GgmlType::F16 || t == GgmlType::BF16 || is_quantized(t))) continue;
+      if (!panels && is_k_panel(t)) continue;
       // The engine's default: integer paths for quantized weights. Q4_0 also with f32 activations.
       std::vector<ActFormat> afs = {act_format(t, true)};
       if (t == GgmlType::Q4_0 && !panels) afs.push_back(ActFormat::f32);
