@@ -77,11 +77,11 @@ void rmsnorm_row(const float* x, const float* weight, size_t dim, float eps, flo
   for (size_t k = 0; k < dim; ++k) y[k] = x[k] * scale * weight[k];
 }
 
-void rope_table(int32_t pos, size_t rope_dim, const float* inv_freq, float* cs) {
+void rope_table(int32_t pos, size_t rope_dim, const float* inv_freq, float* cs, float mscale) {
   for (size_t i = 0; i < rope_dim / 2; ++i) {
     const double theta = static_cast<double>(pos) * inv_freq[i];
-    cs[2 * i] = static_cast<float>(std::cos(theta));
-    cs[2 * i + 1] = static_cast<float>(std::sin(theta));
+    cs[2 * i] = static_cast<float>(std::cos(theta) * mscale);
+    cs[2 * i + 1] = static_cast<float>(std::sin(theta) * mscale);
   }
 }
 

@@ -11,9 +11,10 @@
 namespace lift::kernels {
 
 void rmsnorm_row(const float* x, const float* weight, size_t dim, float eps, float* y);
-// cs[2i], cs[2i + 1] = cos, sin of pos * inv_freq[i] for the rope_dim / 2 rotated pairs
-// (computed in double, rounded once): one table per token serves every layer and head.
-void rope_table(int32_t pos, size_t rope_dim, const float* inv_freq, float* cs);
+// cs[2i], cs[2i + 1] = mscale * cos, sin of pos * inv_freq[i] for the rope_dim / 2 rotated
+// pairs (computed in double, rounded once): one table per token serves every layer and head.
+void rope_table(int32_t pos, size_t rope_dim, const float* inv_freq, float* cs,
+                float mscale = 1.0f);
 // Rotates the pairs of the first rope_dim dims of each head by the token's table: pair i is
 // dims (2i, 2i + 1) for RopeStyle::adjacent, (i, i + rope_dim / 2) for RopeStyle::neox.
 void rope_row(float* x, size_t n_heads, size_t head_dim, size_t rope_dim, const float* cs,

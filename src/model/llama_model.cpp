@@ -106,8 +106,9 @@ LlamaModel::LlamaModel(gguf::File file) : file_(std::move(file)) {
                (rest == "post_attention_norm.weight" || rest == "post_ffw_norm.weight"));
     }
     if (!known) {
-      throw Error(file_.path() + ": tensor '" + std::string(t.name) + "' is not part of architecture '" +
-                  cfg_.arch + "' as lift implements it (it would be ignored)");
+      throw Error(file_.path() + ": tensor '" + std::string(t.name) +
+                  "' is not part of architecture '" + cfg_.arch +
+                  "' as lift implements it (it would be ignored)");
     }
   }
   for (const auto& t : file_.tensors()) weight_bytes_ += t.n_bytes;
@@ -160,8 +161,10 @@ void LlamaModel::load_layer(int l) {
 }
 
 void LlamaModel::init_rope() {
-  // theta_i = pos * freq_scale * base^(-2i/rope_dim) / factor_i (factor_i from rope_freqs, Llama
-  // 3's frequency scaling; 1 without it), computed in double and rounded once.
+  // theta_i = pos * s_i * base^(-2i/rope_dim) / factor_i (factor_i from rope_freqs, Llama 3's
+  // frequency scaling; 1 without it), computed in double and rounded once. s_i is freq_scale
+  // for linear scaling; for YaRN it blends freq_scale (mix 0) and 1 (mix 1) by its ramp over
+  // the pairs, from how many turns pair i makes over the original context.
   const size_t pairs = static_cast<size_t>(cfg_.rope_dim / 2);
   std::vector<float> factors(pairs, 1.0f);
   if (cfg_.spec.rope_freqs && file_.find_tensor("rope_freqs.weight")) {
@@ -170,17 +173,33 @@ void LlamaModel::init_rope() {
       if (!(x > 0.0f)) throw Error(file_.path() + ": rope_freqs.weight must be positive");
     }
   }
-  auto fill = [&](std::vector<float>& out, double base, double freq_scale) {
+  const double d = cfg_.rope_dim;
+  auto fill = [&](std::vector<float>& out, double base, double freq_scale, bool yarn) {
+    // The pair index at which a pair makes `turns` turns over the original context.
+    auto pair_at = [&](double turns) {
+      return d * std::log(cfg_.yarn.orig_ctx / (turns * 2.0 * M_PI)) / (2.0 * std::log(base));
+    };
+    const double lo = yarn ? std::max(0.0, std::floor(pair_at(cfg_.yarn.beta_fast))) : 0.0;
+    const double hi = yarn ? std::min(d - 1.0, std::ceil(pair_at(cfg_.yarn.beta_slow))) : 0.0;
     out.resize(pairs);
     for (size_t i = 0; i < pairs; ++i) {
-      out[i] = static_cast<float>(
-          freq_scale *
-          std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(cfg_.rope_dim)) /
-          factors[i]);
+      double s = freq_scale;
+      if (yarn) {
+        const double ramp =
+            std::clamp((static_cast<double>(i) - lo) / std::max(0.001, hi - lo), 0.0, 1.0);
+        const double mix = 1.0 - ramp;  // 1: unscaled (fast pairs), 0: scaled (slow pairs)
+        s = freq_scale * (1.0 - mix) + mix;
+      }
+      out[i] =
+          static_cast<float>(s * std::pow(base, -2.0 * static_cast<double>(i) / d) / factors[i]);
     }
   };
-  fill(inv_freq_[0], cfg_.rope_base, cfg_.rope_freq_scale);
-  if (cfg_.spec.local_rope_base > 0.0f) fill(inv_freq_[1], cfg_.spec.local_rope_base, 1.0);
+  fill(inv_freq_[0], cfg_.rope_base, cfg_.rope_freq_scale, cfg_.yarn.on);
+  if (cfg_.yarn.on) {
+    rope_mscale_ = static_cast<float>(cfg_.yarn.attn_factor *
+                                      (1.0 + 0.1 * std::log(1.0 / cfg_.rope_freq_scale)));
+  }
+  if (cfg_.spec.local_rope_base > 0.0f) fill(inv_freq_[1], cfg_.spec.local_rope_base, 1.0, false);
 }
 
 void LlamaModel::pack_weights() {
@@ -256,7 +275,7 @@ void LlamaModel::forward(Backend& be, const ForwardBatch& batch, KvCache& kv, fl
   for (size_t i = 0; i < n; ++i) {
     for (size_t t = 0; t < (any_local ? 2u : 1u); ++t) {
       kernels::rope_table(batch.positions[i], rope_dim, inv_freq_[t].data(),
-                          &rope_cs_[t][i * rope_dim]);
+                          &rope_cs_[t][i * rope_dim], t == 0 ? rope_mscale_ : 1.0f);
     }
   }
 

@@ -58,6 +58,7 @@ class LlamaModel {
   Matrix token_embd_, output_;
   std::vector<float> output_norm_;
   std::vector<LayerWeights> layers_;
+  float rope_mscale_ = 1.0f;        // YaRN's magnitude on the global layers' cos and sin
   std::vector<float> inv_freq_[2];  // [0]: global layers, [1]: ModelConfig::local_rope layers
   std::deque<kernels::PanelMatrix> panels_;  // stable addresses: Matrix::panel points here
   size_t weight_bytes_ = 0;

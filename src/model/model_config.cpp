@@ -23,22 +23,36 @@ float optional_float(const gguf::File& f, const std::string& key, double fallbac
   return static_cast<float>(f.get_float(key).value_or(fallback));
 }
 
-// `{arch}.rope.scaling.*`: the factor positions are multiplied by.
-float read_rope_freq_scale(const gguf::File& f, const std::string& p) {
+// `{arch}.rope.scaling.*`: the factor positions are multiplied by, and YaRN's parameters.
+float read_rope_scaling(const gguf::File& f, const std::string& p, int context_length,
+                        ModelConfig::Yarn& yarn) {
   if (const auto legacy = f.get_float(p + "rope.scale_linear")) {
     if (!(*legacy > 0.0)) throw Error(f.path() + ": '" + p + "rope.scale_linear' must be positive");
     return static_cast<float>(1.0 / *legacy);
   }
   const auto type = f.get_string(p + "rope.scaling.type");
   if (!type || *type == "none") return 1.0f;
-  if (*type != "linear") {
+  if (*type != "linear" && *type != "yarn") {
     throw Error(f.path() + ": metadata '" + p + "rope.scaling.type' = '" + std::string(*type) +
-                "' is not supported (lift implements 'none' and 'linear')");
+                "' is not supported (lift implements 'none', 'linear' and 'yarn')");
   }
   const auto factor = f.get_float(p + "rope.scaling.factor");
   if (!factor) throw Error(f.path() + ": missing metadata key '" + p + "rope.scaling.factor'");
   if (!(*factor > 0.0 && *factor < 1e6)) {
     throw Error(f.path() + ": metadata '" + p + "rope.scaling.factor' is out of range");
+  }
+  if (*type == "yarn") {
+    yarn.on = true;
+    // As llama.cpp: the training context when the file does not name the original one.
+    yarn.orig_ctx = f.get_float(p + "rope.scaling.original_context_length")
+                        .value_or(static_cast<double>(context_length));
+    yarn.beta_fast = f.get_float(p + "rope.scaling.yarn_beta_fast").value_or(32.0);
+    yarn.beta_slow = f.get_float(p + "rope.scaling.yarn_beta_slow").value_or(1.0);
+    yarn.attn_factor = f.get_float(p + "rope.scaling.attn_factor").value_or(1.0);
+    if (!(yarn.orig_ctx >= 1.0) || !(yarn.beta_fast > 0.0) || !(yarn.beta_slow > 0.0) ||
+        !(yarn.attn_factor > 0.0)) {
+      throw Error(f.path() + ": metadata '" + p + "rope.scaling.*' (yarn) is out of range");
+    }
   }
   return static_cast<float>(1.0 / *factor);
 }
@@ -134,7 +148,7 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
                    : c.head_dim;
   if (c.rope_dim % 2 != 0) throw Error(f.path() + ": rope.dimension_count must be even");
   c.rope_base = optional_float(f, p + "rope.freq_base", 10000.0);
-  c.rope_freq_scale = read_rope_freq_scale(f, p);
+  c.rope_freq_scale = read_rope_scaling(f, p, c.context_length, c.yarn);
   c.rms_eps = optional_float(f, p + "attention.layer_norm_rms_epsilon", 1e-5);
   if (!(c.rope_base > 0.0f)) throw Error(f.path() + ": rope.freq_base must be positive");
   if (!(c.rms_eps > 0.0f && c.rms_eps < 1.0f)) {

@@ -29,8 +29,17 @@ struct ModelConfig {
   int ffn_dim = 0;
   int context_length = 0;
   float rope_base = 10000.0f;
-  // Linear rope scaling: positions times rope_freq_scale (1 / rope.scaling.factor).
+  // Rope scaling: positions times rope_freq_scale (1 / rope.scaling.factor), for every pair
+  // (linear) or blended by YaRN's ramp with the unscaled frequencies (ModelConfig::Yarn).
   float rope_freq_scale = 1.0f;
+  // YaRN (rope.scaling.type yarn): pairs rotating fewer than beta_slow times over the original
+  // context are scaled, those rotating more than beta_fast times are not, a linear ramp between;
+  // cos and sin are multiplied by attn_factor * (1 + 0.1 ln(factor)).
+  struct Yarn {
+    bool on = false;
+    double orig_ctx = 0;  // rope.scaling.original_context_length
+    double beta_fast = 32.0, beta_slow = 1.0, attn_factor = 1.0;
+  } yarn;
   float rms_eps = 1e-5f;
   float attn_scale = 1.0f;     // the query scale
   float attn_softcap = 0.0f;   // attention scores' soft-capping, 0: none

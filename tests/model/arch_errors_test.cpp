@@ -48,6 +48,9 @@ TEST(ArchErrors, UnknownRopeScalingType) {
   auto g = test::tiny_writer(a, test::tiny_weights(a));
   g.set_string("llama.rope.scaling.type", "longrope");
   expect_refused(g, "rope.scaling.type' = 'longrope'");
+  auto y = test::tiny_writer(a, test::tiny_weights(a));
+  y.set_string("llama.rope.scaling.type", "yarn");
+  expect_refused(y, "llama.rope.scaling.factor");
 }
 
 TEST(ArchErrors, LinearScalingWithoutFactor) {

@@ -91,6 +91,30 @@ TEST(ArchSynthetic, Qwen3MatchesFloat64Oracle) {
              24);
 }
 
+// YaRN rope scaling (Qwen 3 and Llama files use it for long contexts): a short original context
+// so that the ramp falls inside the pairs and the positions span many turns of the fast ones.
+TEST(ArchSynthetic, YarnMatchesFloat64Oracle) {
+  for (const char* arch : {"qwen3", "llama"}) {
+    SCOPED_TRACE(arch);
+    test::TinyArch a;
+    a.arch = arch;
+    a.head_dim = 16;
+    a.rope_base = 10000.0f;
+    a.yarn_factor = 4.0f;
+    a.yarn_orig_ctx = 4096;
+    if (a.arch == "llama") {
+      a.qk_norm = false;
+      a.neox = false;
+      a.head_dim = 8;
+    }
+    check_arch(
+        a,
+        {{"YaRN's ramp (linear scaling instead)", [](test::TinyArch& x) { x.yarn_ramp = false; }},
+         {"YaRN's magnitude", [](test::TinyArch& x) { x.yarn_mscale = false; }}},
+        40);
+  }
+}
+
 TEST(ArchSynthetic, Gemma3MatchesFloat64Oracle) {
   test::TinyArch a;
   a.arch = "gemma3";

@@ -27,6 +27,10 @@ struct TinyArch {
   float eps = 1e-6f;
   float rope_base = 1e6f;
   float rope_linear = 0.0f;      // rope.scaling.factor (linear), 0: none
+  float yarn_factor = 0.0f;      // rope.scaling.factor (yarn), 0: none
+  int yarn_orig_ctx = 0;         // rope.scaling.original_context_length
+  bool yarn_ramp = true;         // the oracle's YaRN blends by its ramp (else linear for all)
+  bool yarn_mscale = true;       // and scales cos, sin by 0.1 ln(factor) + 1
   float local_rope_base = 0.0f;  // sliding layers' base (Gemma 3: 10000), 0: as global
   int window = 0;                // sliding_window
   int window_pattern = 0;        // layer l global iff (l + 1) % pattern == 0; 0: all slide
@@ -110,6 +114,11 @@ inline gguf::Writer tiny_writer(const TinyArch& a, const Weights& w) {
     g.set_string(p + "rope.scaling.type", "linear");
     g.set_f32(p + "rope.scaling.factor", a.rope_linear);
   }
+  if (a.yarn_factor > 0.0f) {
+    g.set_string(p + "rope.scaling.type", "yarn");
+    g.set_f32(p + "rope.scaling.factor", a.yarn_factor);
+    g.set_u32(p + "rope.scaling.original_context_length", static_cast<uint32_t>(a.yarn_orig_ctx));
+  }
   if (a.window > 0) g.set_u32(p + "attention.sliding_window", static_cast<uint32_t>(a.window));
   for (const auto& [name, v] : w) {
     std::vector<uint64_t> ne;
@@ -175,8 +184,31 @@ inline std::vector<double> oracle_logits(const TinyArch& a, const Weights& w,
     const std::string p = "blk." + std::to_string(l) + ".";
     const bool sliding = a.window > 0 && (a.window_pattern == 0 || (l + 1) % a.window_pattern != 0);
     const double base = (sliding && a.local_rope_base > 0.0f) ? a.local_rope_base : a.rope_base;
-    const double pos_scale =
-        (sliding && a.local_rope_base > 0.0f) || a.rope_linear <= 0.0f ? 1.0 : 1.0 / a.rope_linear;
+    const bool local = sliding && a.local_rope_base > 0.0f;
+    const double pos_scale = local || a.rope_linear <= 0.0f ? 1.0 : 1.0 / a.rope_linear;
+    // Per pair: the frequency (times pos_scale) and the magnitude of cos and sin. YaRN as the
+    // transformers definition: interpolated (1/factor) and extrapolated (1) frequencies mixed by
+    // a ramp between the correction dims of 32 and 1 rotations over the original context.
+    std::vector<double> freq(hd / 2);
+    double mag = 1.0;
+    for (size_t i = 0; i < hd / 2; ++i) {
+      freq[i] = pos_scale * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(hd));
+    }
+    if (a.yarn_factor > 0.0f && !local) {
+      auto corr = [&](double rotations) {
+        return static_cast<double>(hd) * std::log(a.yarn_orig_ctx / (rotations * 2.0 * M_PI)) /
+               (2.0 * std::log(base));
+      };
+      const double low = std::max(0.0, std::floor(corr(32.0)));
+      double high = std::min(static_cast<double>(hd) - 1.0, std::ceil(corr(1.0)));
+      if (high == low) high += 0.001;
+      for (size_t i = 0; i < hd / 2; ++i) {
+        const double ramp = std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0);
+        const double extrapolation = a.yarn_ramp ? 1.0 - ramp : 0.0;
+        freq[i] = freq[i] / a.yarn_factor * (1.0 - extrapolation) + freq[i] * extrapolation;
+      }
+      if (a.yarn_mscale) mag = 0.1 * std::log(a.yarn_factor) + 1.0;
+    }
     std::vector<Vec> q(n), k(n), v(n);
     for (size_t t = 0; t < n; ++t) {
       const Vec h = rmsnorm(x[t], at(p + "attn_norm.weight").data(), 0, dim);
@@ -189,7 +221,7 @@ inline std::vector<double> oracle_logits(const TinyArch& a, const Weights& w,
         for (size_t i = 0; i < v[t].size(); ++i) v[t][i] += at(p + "attn_v.bias")[i];
       }
       // Per head: optional RMSNorm, then rotary embedding (rotate_half pairs i, i + hd/2 for
-      // NEOX; adjacent pairs otherwise), angle pos * pos_scale * base^(-2i/hd).
+      // NEOX; adjacent pairs otherwise) by angle pos * freq[i], magnitude mag.
       auto head_ops = [&](Vec& vec, size_t heads, const std::string& norm) {
         for (size_t hh = 0; hh < heads; ++hh) {
           if (a.qk_norm) {
@@ -197,14 +229,12 @@ inline std::vector<double> oracle_logits(const TinyArch& a, const Weights& w,
             std::copy(nv.begin(), nv.end(), vec.begin() + static_cast<ptrdiff_t>(hh * hd));
           }
           for (size_t i = 0; i < hd / 2; ++i) {
-            const double th =
-                static_cast<double>(t) * pos_scale *
-                std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(hd));
+            const double th = static_cast<double>(t) * freq[i];
             const size_t ia = hh * hd + (a.neox ? i : 2 * i);
             const size_t ib = a.neox ? ia + hd / 2 : ia + 1;
             const double x0 = vec[ia], x1 = vec[ib];
-            vec[ia] = x0 * std::cos(th) - x1 * std::sin(th);
-            vec[ib] = x1 * std::cos(th) + x0 * std::sin(th);
+            vec[ia] = mag * (x0 * std::cos(th) - x1 * std::sin(th));
+            vec[ib] = mag * (x1 * std::cos(th) + x0 * std::sin(th));
           }
         }
       };
