@@ -15,7 +15,7 @@ enum class Activation { silu, gelu_tanh };  // the FFN's gate: SwiGLU or GeGLU
 
 // Which layers use `{arch}.attention.sliding_window`.
 enum class WindowLayers {
-  none,     // the key is ignored by the reference implementations; lift refuses it
+  none,     // no sliding window: a file that sets the key is refused
   all,      // every layer (Phi-3)
   even,     // layers 0, 2, 4, ... (Gemma 2)
   pattern,  // all but every n-th: layer l is global when (l + 1) % n == 0 (Gemma 3)
