@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numbers>
 
 #include "kernels/dequant.h"
 #include "kernels/ops.h"
@@ -177,7 +178,8 @@ void LlamaModel::init_rope() {
   auto fill = [&](std::vector<float>& out, double base, double freq_scale, bool yarn) {
     // The pair index at which a pair makes `turns` turns over the original context.
     auto pair_at = [&](double turns) {
-      return d * std::log(cfg_.yarn.orig_ctx / (turns * 2.0 * M_PI)) / (2.0 * std::log(base));
+      return d * std::log(cfg_.yarn.orig_ctx / (turns * 2.0 * std::numbers::pi)) /
+             (2.0 * std::log(base));
     };
     const double lo = yarn ? std::max(0.0, std::floor(pair_at(cfg_.yarn.beta_fast))) : 0.0;
     const double hi = yarn ? std::min(d - 1.0, std::ceil(pair_at(cfg_.yarn.beta_slow))) : 0.0;

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <numbers>
 #include <random>
 #include <vector>
 
@@ -73,7 +74,9 @@ TEST(Geglu, SameBitsOnEveryIsaAndCloseToDouble) {
       for (size_t i = 0; i < n; ++i) {
         const double z = g[i];
         const double e =
-            0.5 * z * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (z + 0.044715 * z * z * z))) * u[i];
+            0.5 * z *
+            (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (z + 0.044715 * z * z * z))) *
+            u[i];
         EXPECT_NEAR(out[i], e, 1e-6 * std::max(1e-3, std::fabs(e))) << "n=" << n << " i=" << i;
       }
       if (first.empty()) {

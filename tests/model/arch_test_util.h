@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <numbers>
 #include <random>
 #include <string>
 #include <vector>
@@ -196,7 +197,8 @@ inline std::vector<double> oracle_logits(const TinyArch& a, const Weights& w,
     }
     if (a.yarn_factor > 0.0f && !local) {
       auto corr = [&](double rotations) {
-        return static_cast<double>(hd) * std::log(a.yarn_orig_ctx / (rotations * 2.0 * M_PI)) /
+        return static_cast<double>(hd) *
+               std::log(a.yarn_orig_ctx / (rotations * 2.0 * std::numbers::pi)) /
                (2.0 * std::log(base));
       };
       const double low = std::max(0.0, std::floor(corr(32.0)));
@@ -269,9 +271,10 @@ inline std::vector<double> oracle_logits(const TinyArch& a, const Weights& w,
       Vec act(ffn);
       for (size_t i = 0; i < ffn; ++i) {
         const double z = g[i];
-        const double gate =
-            a.gelu ? 0.5 * z * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (z + 0.044715 * z * z * z)))
-                   : z / (1.0 + std::exp(-z));
+        const double gate = a.gelu ? 0.5 * z *
+                                         (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) *
+                                                          (z + 0.044715 * z * z * z)))
+                                   : z / (1.0 + std::exp(-z));
         act[i] = gate * up[i];
       }
       Vec d = linear(at(p + "ffn_down.weight"), act, dim);
