@@ -30,33 +30,34 @@ struct ChatOptions {
 int run_chat(const ChatOptions& o) {
   auto model = LlamaModel::load(o.model);
   const Tokenizer tok = Tokenizer::from_gguf(model->file());
-  std::optional<ChatFormat> forced;
-  if (!o.chat_template.empty()) forced = parse_chat_format(o.chat_template);
-  const ChatTemplate tmpl = choose_chat_template(model->file(), forced);
+  const ChosenTemplate chosen = choose_chat_template(model->file(), o.chat_template);
   Engine engine(*model, tok, o.engine.to_config());
   print_memory_plan(engine);
   std::fprintf(stderr, "lift: %s\nlift: type a message; /reset starts over, /exit quits\n",
-               tmpl.note.c_str());
+               chosen.note.c_str());
 
-  std::vector<ChatMessage> messages;
-  if (!o.system.empty()) messages.push_back({"system", o.system});
+  ChatInput conv;  // the same renderer and context as the server's chat requests
+  nlohmann::ordered_json& messages = conv.messages;
+  if (!o.system.empty()) messages.push_back({{"role", "system"}, {"content", o.system}});
   std::string line;
   int turn = 0;
   while (true) {
     std::fputs("> ", stderr);
     if (!std::getline(std::cin, line) || line == "/exit") break;
     if (line == "/reset") {
-      messages.resize(o.system.empty() ? 0 : 1);
+      if (messages.size() > (o.system.empty() ? 0u : 1u)) {
+        messages.erase(messages.begin() + (o.system.empty() ? 0 : 1), messages.end());
+      }
       continue;
     }
     if (line.empty()) continue;
-    messages.push_back({"user", line});
+    messages.push_back({{"role", "user"}, {"content", line}});
     ChatPrompt cp;
     try {
-      cp = build_chat_prompt(tok, tmpl.format, messages);
+      cp = build_chat_prompt(tok, chosen.tmpl, conv);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "lift: %s\n", e.what());
-      messages.pop_back();
+      messages.erase(messages.size() - 1);
       continue;
     }
     RequestParams p;
@@ -72,7 +73,7 @@ int run_chat(const ChatOptions& o) {
     } catch (const Error& e) {
       // E.g. the conversation outgrew the context: say so and let the user /reset.
       std::fprintf(stderr, "lift: %s (/reset starts over)\n", e.what());
-      messages.pop_back();
+      messages.erase(messages.size() - 1);
       continue;
     }
     std::string reply;
@@ -90,7 +91,7 @@ int run_chat(const ChatOptions& o) {
     std::fflush(stdout);
     std::fprintf(stderr, "lift: turn %d: prompt %d tokens, %d of them from the prefix cache\n",
                  turn, prompt, cached);
-    messages.push_back({"assistant", reply});
+    messages.push_back({{"role", "assistant"}, {"content", reply}});
   }
   return 0;
 }
@@ -102,7 +103,8 @@ Runner add_chat(CLI::App& app) {
   CLI::App* c = app.add_subcommand("chat", "Chat in the terminal (reads stdin)");
   c->add_option("-m,--model", o->model, "GGUF model file");
   c->add_option("--system", o->system, "System message");
-  c->add_option("--chat-template", o->chat_template, "Override the model's chat template");
+  c->add_option("--chat-template", o->chat_template,
+                "Builtin name, Jinja file or inline template instead of the model's");
   c->add_option("-n,--max-tokens", o->max_tokens, "Most tokens per reply");
   c->add_option("--temp", o->temperature, "Temperature");
   c->add_option("--top-p", o->top_p, "Top-p");

@@ -64,14 +64,15 @@ Runner add_serve(CLI::App& app) {
                 "Threads that parse and tokenize requests")
       ->check(CLI::Range(1, 256));
   c->add_option("--chat-template", o->chat_template,
-                "chatml, llama2, llama3, mistral, gemma, zephyr or phi3 (default: from the model)");
+                "Builtin name (chatml, llama2, llama3, mistral, gemma, zephyr, phi3), a Jinja "
+                "file, or an inline template (default: the model's tokenizer.chat_template)");
   c->add_option("--shutdown-grace", o->server.shutdown_grace_seconds,
                 "Seconds in-flight requests get to finish after SIGINT/SIGTERM");
   c->add_option("--log-format", o->log_format, "Access log lines: text or json");
   c->add_flag("--no-access-log", o->no_access_log, "No line per request on stderr");
   add_engine_options(c, o->engine);
   return [o] {
-    if (!o->chat_template.empty()) o->server.chat_template = parse_chat_format(o->chat_template);
+    o->server.chat_template = o->chat_template;
     o->server.api_keys = gather_api_keys(o->api_keys, o->api_key_file, std::getenv("LIFT_API_KEY"));
     o->server.log_format = parse_log_format(o->log_format);
     o->server.access_log = !o->no_access_log;

@@ -40,7 +40,7 @@ struct Api {
   std::unique_ptr<Tokenizer> tok;
   std::unique_ptr<Engine> engine;  // set (and started) under engine_mu, read after ready
   std::mutex engine_mu;
-  ChatTemplate chat;
+  std::optional<ChosenTemplate> chat;
   std::vector<std::string> model_names;  // the first one is the id responses carry
   std::atomic<size_t> in_flight{0};
   size_t capacity = 0;
@@ -89,7 +89,7 @@ std::optional<http::Response> unavailable(const Api& a) {
 }
 
 ApiContext api_context(const Api& a) {
-  ApiContext ctx{*a.tok, a.chat.format, static_cast<int>(a.engine->max_model_len()),
+  ApiContext ctx{*a.tok, a.chat->tmpl, static_cast<int>(a.engine->max_model_len()),
                  a.model->config().n_vocab};
   ctx.served_model_names = a.model_names;
   ctx.allow_priority = a.opts.engine.scheduler.priority_scheduling();
@@ -141,10 +141,21 @@ http::Reply handle_tokenize(Api& a, const http::Request& hreq) {
   if (auto r = unavailable(a)) return reply(std::move(*r));
   try {
     const TokenizeRequest t = parse_tokenize_request(hreq.body);
-    const auto ids = tokenize(*a.tok, t);
-    return reply(json_response(200, {{"tokens", ids},
-                                     {"count", ids.size()},
-                                     {"max_model_len", a.engine->max_model_len()}}));
+    const auto ids = tokenize(api_context(a), t);
+    return reply(json_response(
+        200,
+        {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", a.engine->max_model_len()}}));
+  } catch (const ApiError& e) {
+    return reply(error_response(e));
+  }
+}
+
+// llama.cpp's POST /apply-template: the prompt a chat request would generate from, as text.
+http::Reply handle_apply_template(Api& a, const http::Request& hreq) {
+  if (auto r = unavailable(a)) return reply(std::move(*r));
+  try {
+    const ChatInput in = parse_chat_input(hreq.body);
+    return reply(json_response(200, {{"prompt", render_chat_text(api_context(a), in)}}));
   } catch (const ApiError& e) {
     return reply(error_response(e));
   }
@@ -225,6 +236,8 @@ void install_routes(Api& a, http::Server& s) {
           [&a](const http::Request& q) { return handle_generate(a, q, true); });
   s.route("POST", "/tokenize", [&a](const http::Request& q) { return handle_tokenize(a, q); });
   s.route("POST", "/detokenize", [&a](const http::Request& q) { return handle_detokenize(a, q); });
+  s.route("POST", "/apply-template",
+          [&a](const http::Request& q) { return handle_apply_template(a, q); });
   // The cheap routes run on the event loop itself: they answer while every worker is busy.
   s.route(
       "GET", "/health",
@@ -348,7 +361,7 @@ int run_server(const ServerOptions& opts) {
       a->chat = choose_chat_template(a->model->file(), opts.chat_template);
       auto engine = std::make_unique<Engine>(*a->model, *a->tok, opts.engine);
       std::fprintf(stderr, "%s", engine->memory_plan().c_str());
-      std::fprintf(stderr, "lift: %s\n", a->chat.note.c_str());
+      std::fprintf(stderr, "lift: %s\n", a->chat->note.c_str());
       {
         // A shutdown that began while the model loaded has already stopped everything else.
         std::lock_guard<std::mutex> lock(a->engine_mu);

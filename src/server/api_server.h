@@ -24,7 +24,7 @@ struct ServerOptions {
   std::vector<std::string> allowed_origins;     // browser origins allowed (CORS); "*" for any
   std::vector<std::string> served_model_names;  // empty: the model file's stem
   size_t max_waiting = 256;                     // requests queued beyond max_seqs before 503
-  std::optional<ChatFormat> chat_template;
+  std::string chat_template;  // --chat-template: builtin name, file or inline (empty: the model's)
   int shutdown_grace_seconds = 5;
   LogFormat log_format = LogFormat::text;
   bool access_log = true;

@@ -1,372 +1,196 @@
 #include "server/chat_template.h"
 
 #include <array>
-#include <cstddef>
-#include <initializer_list>
+#include <fstream>
+#include <sstream>
 #include <utility>
 
 #include "gguf/gguf_file.h"
-#include "server/api_error.h"
+#include "template/builtin_chat_templates.h"
+#include "template/template.h"
 #include "tokenizer/tokenizer.h"
-#include "util/error.h"
 
 namespace lift {
 
 namespace {
 
-constexpr std::array<std::pair<ChatFormat, std::string_view>, 7> kNames{{
-    {ChatFormat::chatml, "chatml"},
-    {ChatFormat::llama2, "llama2"},
-    {ChatFormat::llama3, "llama3"},
-    {ChatFormat::mistral, "mistral"},
-    {ChatFormat::gemma, "gemma"},
-    {ChatFormat::zephyr, "zephyr"},
-    {ChatFormat::phi3, "phi3"},
-}};
+constexpr std::array<ChatFormat, 7> kFormats{
+    ChatFormat::chatml, ChatFormat::llama2, ChatFormat::llama3, ChatFormat::mistral,
+    ChatFormat::gemma,  ChatFormat::zephyr, ChatFormat::phi3};
 
 std::string valid_names() {
   std::string s;
-  for (const auto& [f, name] : kNames) {
+  for (std::string_view n : tmpl::builtin_chat_template_names()) {
     if (!s.empty()) s += ", ";
-    s += name;
+    s += n;
   }
   return s;
 }
 
-bool has(std::string_view text, std::string_view marker) {
-  return text.find(marker) != std::string_view::npos;
-}
-
-// Jinja's trim filter for ASCII whitespace.
-std::string_view trim(std::string_view s) {
-  constexpr std::string_view ws = " \t\n\r\v\f";
-  const size_t b = s.find_first_not_of(ws);
-  if (b == std::string_view::npos) return {};
-  const size_t e = s.find_last_not_of(ws);
-  return s.substr(b, e - b + 1);
-}
-
-enum class Role { system, user, assistant };
-
-std::string_view role_name(Role r) {
-  switch (r) {
-    case Role::system:
-      return "system";
-    case Role::user:
-      return "user";
-    case Role::assistant:
-      return "assistant";
-  }
-  return "user";
-}
-
-struct Turn {
-  Role role;
-  std::string_view content;
-};
-
-std::vector<Turn> validate(const std::vector<ChatMessage>& messages) {
-  if (messages.empty()) throw Error("chat: there are no messages to render");
-  std::vector<Turn> turns;
-  turns.reserve(messages.size());
-  for (size_t i = 0; i < messages.size(); ++i) {
-    const std::string& r = messages[i].role;
-    Role role;
-    if (r == "system" || r == "developer") {
-      role = Role::system;
-    } else if (r == "user") {
-      role = Role::user;
-    } else if (r == "assistant") {
-      role = Role::assistant;
-    } else {
-      // The role is the client's text: quoted as a short excerpt only.
-      throw Error("chat: message " + std::to_string(i) + " has unsupported role '" + excerpt(r) +
-                  "' (expected system, user, assistant or developer)");
-    }
-    turns.push_back({role, messages[i].content});
-  }
-  return turns;
-}
-
-// For the formats without a system role of their own (llama2, mistral, gemma): splits off an
-// optional leading system message and checks that the rest alternates user/assistant starting
-// with user, as the reference templates require (they raise an exception otherwise).
-struct Alternating {
-  std::optional<std::string_view> system;
-  std::vector<Turn> turns;  // user, assistant, user, ...
-};
-
-Alternating split_alternating(ChatFormat f, const std::vector<Turn>& all) {
-  Alternating a;
-  size_t start = 0;
-  if (all[0].role == Role::system) {
-    a.system = all[0].content;
-    start = 1;
-  }
-  const std::string fmt(chat_format_name(f));
-  if (start == all.size()) {
-    throw Error("chat format '" + fmt +
-                "': the system message must be followed by a user message (this format has "
-                "no system turn of its own; the system message is added to the first user "
-                "message)");
-  }
-  for (size_t i = start; i < all.size(); ++i) {
-    const Role want = (i - start) % 2 == 0 ? Role::user : Role::assistant;
-    if (all[i].role == Role::system) {
-      throw Error("chat format '" + fmt + "': message " + std::to_string(i) +
-                  " is a system message; this format supports only one system message, as the "
-                  "first message");
-    }
-    if (all[i].role != want) {
-      throw Error("chat format '" + fmt +
-                  "': conversation roles must alternate user/assistant/user/assistant/... "
-                  "after the optional first system message (message " +
-                  std::to_string(i) + " is " + std::string(role_name(all[i].role)) + ", expected " +
-                  std::string(role_name(want)) + ")");
-    }
-    a.turns.push_back(all[i]);
-  }
-  return a;
-}
-
-void append(std::string& out, std::initializer_list<std::string_view> parts) {
-  for (std::string_view p : parts) out.append(p);
-}
-
-std::string render_chatml(const std::vector<Turn>& turns, bool gen) {
-  std::string out;
-  for (const Turn& t : turns) {
-    append(out, {"<|im_start|>", role_name(t.role), "\n", t.content, "<|im_end|>\n"});
-  }
-  if (gen) out += "<|im_start|>assistant\n";
-  return out;
-}
-
-std::string render_llama3(const std::vector<Turn>& turns, bool gen, std::string_view bos) {
-  std::string out(bos);
-  for (const Turn& t : turns) {
-    append(out, {"<|start_header_id|>", role_name(t.role), "<|end_header_id|>\n\n", trim(t.content),
-                 "<|eot_id|>"});
-  }
-  if (gen) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
-  return out;
-}
-
-std::string render_llama2(const Alternating& a, std::string_view bos, std::string_view eos) {
-  std::string out;
-  for (size_t i = 0; i < a.turns.size(); ++i) {
-    const Turn& t = a.turns[i];
-    if (t.role == Role::user) {
-      std::string content;
-      if (i == 0 && a.system) {
-        append(content, {"<<SYS>>\n", *a.system, "\n<</SYS>>\n\n", t.content});
-      } else {
-        content = t.content;
-      }
-      append(out, {bos, "[INST] ", trim(content), " [/INST]"});
-    } else {
-      append(out, {" ", trim(t.content), " ", eos});
-    }
-  }
-  return out;
-}
-
-std::string render_mistral(const Alternating& a, std::string_view bos, std::string_view eos) {
-  std::string out(bos);
-  for (size_t i = 0; i < a.turns.size(); ++i) {
-    const Turn& t = a.turns[i];
-    if (t.role == Role::user) {
-      out += " [INST] ";
-      if (i == 0 && a.system) append(out, {*a.system, "\n\n"});
-      append(out, {t.content, " [/INST]"});
-    } else {
-      append(out, {" ", t.content, eos});
-    }
-  }
-  return out;
-}
-
-std::string render_gemma(const Alternating& a, bool gen, std::string_view bos) {
-  std::string out(bos);
-  for (size_t i = 0; i < a.turns.size(); ++i) {
-    const Turn& t = a.turns[i];
-    append(out, {"<start_of_turn>", t.role == Role::user ? "user" : "model", "\n"});
-    if (i == 0 && a.system) append(out, {*a.system, "\n\n"});
-    append(out, {trim(t.content), "<end_of_turn>\n"});
-  }
-  if (gen) out += "<start_of_turn>model\n";
-  return out;
-}
-
-std::string render_zephyr(const std::vector<Turn>& turns, bool gen, std::string_view eos) {
-  std::string out;
-  for (const Turn& t : turns) {
-    append(out, {"<|", role_name(t.role), "|>\n", t.content, eos, "\n"});
-  }
-  if (gen) out += "<|assistant|>\n";
-  return out;
-}
-
-std::string render_phi3(const std::vector<Turn>& turns, bool gen, std::string_view eos) {
-  std::string out;
-  for (const Turn& t : turns) {
-    if (t.role == Role::system && t.content.empty()) continue;
-    append(out, {"<|", role_name(t.role), "|>\n", t.content, "<|end|>\n"});
-  }
-  out += gen ? std::string_view("<|assistant|>\n") : eos;
-  return out;
-}
+// Turn-ending special tokens of the common template families; those a template writes
+// become stop markers.
+constexpr std::array<std::string_view, 7> kEndMarkers{
+    "<|im_end|>",
+    "<|eot_id|>",
+    "<|eom_id|>",
+    "<end_of_turn>",
+    "<|end|>",
+    "<|endoftext|>",
+    "<\xEF\xBD\x9C"
+    "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"};  // DeepSeek
 
 }  // namespace
 
 std::string_view chat_format_name(ChatFormat f) {
-  for (const auto& [format, name] : kNames) {
-    if (format == f) return name;
-  }
-  return "unknown";
+  return tmpl::builtin_chat_template_names()[static_cast<size_t>(f)];
 }
 
 const std::vector<ChatFormat>& all_chat_formats() {
-  static const std::vector<ChatFormat> all = [] {
-    std::vector<ChatFormat> v;
-    for (const auto& [f, name] : kNames) v.push_back(f);
-    return v;
-  }();
+  static const std::vector<ChatFormat> all(kFormats.begin(), kFormats.end());
   return all;
 }
 
 ChatFormat parse_chat_format(std::string_view name) {
-  std::string lower(name);
-  for (char& c : lower) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  for (const auto& [f, n] : kNames) {
-    if (n == lower) return f;
+  if (tmpl::builtin_chat_template(name)) {
+    std::string lower(name);
+    for (char& c : lower) {
+      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    }
+    for (ChatFormat f : kFormats) {
+      if (chat_format_name(f) == lower) return f;
+    }
   }
   throw Error("unknown chat template '" + std::string(name) + "'; valid names: " + valid_names());
 }
 
-std::optional<ChatFormat> detect_chat_format(std::string_view t) {
-  if (has(t, "<|start_header_id|>") && has(t, "<|end_header_id|>")) return ChatFormat::llama3;
-  if (has(t, "<|im_start|>")) {
-    if (has(t, "<|im_sep|>")) return std::nullopt;  // Phi-4: ChatML with <|im_sep|> headers
-    return ChatFormat::chatml;
+struct ChatTemplate::Impl {
+  std::string source;
+  std::string origin;
+  tmpl::Template program;
+  std::vector<std::string> end_markers;
+
+  Impl(std::string src, std::string from)
+      : source(std::move(src)), origin(std::move(from)), program(compile(source, origin)) {
+    for (std::string_view m : kEndMarkers) {
+      if (source.find(m) != std::string::npos) end_markers.emplace_back(m);
+    }
   }
-  if (has(t, "<start_of_turn>")) return ChatFormat::gemma;
-  if (has(t, "<|user|>") && has(t, "<|assistant|>")) {
-    if (has(t, "<|end|>")) return ChatFormat::phi3;
-    if (has(t, "[gMASK]")) return std::nullopt;  // ChatGLM / GLM-4
-    if (has(t, "eos_token") || has(t, "</s>")) return ChatFormat::zephyr;
-    return std::nullopt;
+
+  static tmpl::Template compile(const std::string& src, const std::string& origin) {
+    try {
+      return tmpl::Template(src);
+    } catch (const tmpl::TemplateError& e) {
+      throw Error(origin + " is not a chat template lift can run: " + e.what());
+    }
   }
-  if (has(t, "[INST]")) return has(t, "<<SYS>>") ? ChatFormat::llama2 : ChatFormat::mistral;
-  return std::nullopt;
+};
+
+ChatTemplate::ChatTemplate(ChatFormat f) : impl_(builtin(f)) {}
+
+ChatTemplate::ChatTemplate(std::string source, std::string origin)
+    : impl_(std::make_shared<const Impl>(std::move(source), std::move(origin))) {}
+
+const std::string& ChatTemplate::source() const { return impl_->source; }
+const std::string& ChatTemplate::origin() const { return impl_->origin; }
+const std::vector<std::string>& ChatTemplate::end_markers() const { return impl_->end_markers; }
+
+std::string ChatTemplate::render(const ChatInput& in, std::string_view bos_text,
+                                 std::string_view eos_text) const {
+  nlohmann::ordered_json ctx = {
+      {"messages", in.messages}, {"tools", in.tools},
+      {"documents", nullptr},    {"add_generation_prompt", in.add_generation_prompt},
+      {"bos_token", bos_text},   {"eos_token", eos_text}};
+  if (in.kwargs.is_object()) {
+    for (const auto& [k, v] : in.kwargs.items()) {
+      if (k == "messages" || k == "tools" || k == "documents" || k == "add_generation_prompt") {
+        throw Error("chat_template_kwargs may not set '" + k + "'; it is a field of its own");
+      }
+      ctx[k] = v;
+    }
+  }
+  try {
+    return impl_->program.render(tmpl::from_json(ctx).obj());
+  } catch (const tmpl::TemplateRaise& e) {
+    throw ChatTemplateRefused(e.what());
+  } catch (const tmpl::TemplateError& e) {
+    throw Error("the chat template failed on this conversation: " + std::string(e.what()));
+  }
 }
 
-std::string render_chat(ChatFormat f, const std::vector<ChatMessage>& messages,
-                        bool add_generation_prompt, std::string_view bos_text,
-                        std::string_view eos_text) {
-  const std::vector<Turn> turns = validate(messages);
-  switch (f) {
-    case ChatFormat::chatml:
-      return render_chatml(turns, add_generation_prompt);
-    case ChatFormat::llama3:
-      return render_llama3(turns, add_generation_prompt, bos_text);
-    case ChatFormat::llama2:
-      return render_llama2(split_alternating(f, turns), bos_text, eos_text);
-    case ChatFormat::mistral:
-      return render_mistral(split_alternating(f, turns), bos_text, eos_text);
-    case ChatFormat::gemma:
-      return render_gemma(split_alternating(f, turns), add_generation_prompt, bos_text);
-    case ChatFormat::zephyr:
-      return render_zephyr(turns, add_generation_prompt, eos_text);
-    case ChatFormat::phi3:
-      return render_phi3(turns, add_generation_prompt, eos_text);
-  }
-  throw Error("chat: unknown chat format");
+std::shared_ptr<const ChatTemplate::Impl> ChatTemplate::builtin(ChatFormat f) {
+  static const std::vector<std::shared_ptr<const Impl>> all = [] {
+    std::vector<std::shared_ptr<const Impl>> v;
+    for (ChatFormat g : kFormats) {
+      const std::string name(chat_format_name(g));
+      v.push_back(std::make_shared<const Impl>(std::string(*tmpl::builtin_chat_template(name)),
+                                               "the builtin template " + name));
+    }
+    return v;
+  }();
+  return all[static_cast<size_t>(f)];
 }
 
-bool renders_bos(ChatFormat f) {
-  switch (f) {
-    case ChatFormat::llama2:
-    case ChatFormat::llama3:
-    case ChatFormat::mistral:
-    case ChatFormat::gemma:
-      return true;
-    case ChatFormat::chatml:
-    case ChatFormat::zephyr:
-    case ChatFormat::phi3:
-      return false;
-  }
-  return false;
+namespace {
+
+std::string read_template_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("--chat-template: cannot read the file '" + path + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
-std::vector<std::string> stop_strings(ChatFormat f) {
-  switch (f) {
-    case ChatFormat::chatml:
-      return {"<|im_end|>"};
-    case ChatFormat::llama3:
-      return {"<|eot_id|>"};
-    case ChatFormat::gemma:
-      return {"<end_of_turn>"};
-    case ChatFormat::phi3:
-      return {"<|end|>"};
-    case ChatFormat::llama2:
-    case ChatFormat::mistral:
-    case ChatFormat::zephyr:
-      return {};
-  }
-  return {};
-}
+}  // namespace
 
-ChatTemplate choose_chat_template(const gguf::File& file, std::optional<ChatFormat> forced) {
-  ChatTemplate ct;
-  if (forced) {
-    ct.format = *forced;
-    ct.from_model = false;
-    ct.note = "chat template: " + std::string(chat_format_name(*forced)) +
-              " (chosen with --chat-template)";
-    return ct;
+ChosenTemplate choose_chat_template(const gguf::File& file, const std::string& spec) {
+  if (!spec.empty()) {
+    if (tmpl::builtin_chat_template(spec)) {
+      const ChatFormat f = parse_chat_format(spec);
+      return {ChatTemplate(f), "chat template: the builtin " + std::string(chat_format_name(f)) +
+                                   " (chosen with --chat-template)"};
+    }
+    if (spec.find("{{") != std::string::npos || spec.find("{%") != std::string::npos) {
+      return {ChatTemplate(spec, "the --chat-template text"),
+              "chat template: given inline with --chat-template"};
+    }
+    std::ifstream probe(spec);
+    if (!probe) {
+      throw Error("--chat-template '" + spec + "' is neither a builtin name (" + valid_names() +
+                  "), a readable file, nor an inline template");
+    }
+    return {ChatTemplate(read_template_file(spec), "the template file '" + spec + "'"),
+            "chat template: from the file " + spec + " (chosen with --chat-template)"};
   }
   std::optional<std::string_view> jinja;
-  std::string problem;
   try {
     jinja = file.get_string("tokenizer.chat_template");
   } catch (const Error&) {
-    problem = "its tokenizer.chat_template is not a string";
+    throw Error("the model's tokenizer.chat_template is not a string; pass --chat-template");
   }
   if (jinja) {
-    if (const auto f = detect_chat_format(*jinja)) {
-      ct.format = *f;
-      ct.from_model = true;
-      ct.note = "chat template: " + std::string(chat_format_name(*f)) +
-                " (detected from the model's tokenizer.chat_template)";
-      return ct;
-    }
-    problem = "its tokenizer.chat_template is not one of the formats lift recognises (" +
-              valid_names() + ")";
-  } else if (problem.empty()) {
-    problem = "the model has no tokenizer.chat_template";
+    return {ChatTemplate(std::string(*jinja), "the model's tokenizer.chat_template"),
+            "chat template: the model's own (tokenizer.chat_template, " +
+                std::to_string(jinja->size()) + " bytes)"};
   }
-  ct.format = ChatFormat::chatml;
-  ct.from_model = false;
-  ct.note = "chat template: chatml (fallback: " + problem +
-            "); pass --chat-template NAME to choose another";
-  return ct;
+  return {ChatTemplate(ChatFormat::chatml),
+          "chat template: the builtin chatml (the model has no tokenizer.chat_template); pass "
+          "--chat-template NAME|FILE to choose another"};
 }
 
-ChatPrompt build_chat_prompt(const Tokenizer& tok, ChatFormat format,
-                             const std::vector<ChatMessage>& messages) {
+std::string render_chat_prompt(const Tokenizer& tok, const ChatTemplate& t, const ChatInput& in) {
+  auto piece = [&](int32_t id) {
+    return id >= 0 ? std::string(tok.token_to_piece(id, true)) : std::string();
+  };
+  return t.render(in, piece(tok.vocab().bos_id()), piece(tok.vocab().eos_id()));
+}
+
+ChatPrompt build_chat_prompt(const Tokenizer& tok, const ChatTemplate& t, const ChatInput& in) {
   ChatPrompt p;
-  const std::string text = render_chat(format, messages, /*add_generation_prompt=*/true,
-                                       tok.token_to_piece(tok.vocab().bos_id(), true),
-                                       tok.token_to_piece(tok.vocab().eos_id(), true));
-  // The rendered text carries the template's special tokens (and BOS where the template
-  // has one), so it is tokenized with special tokens parsed and no extra BOS.
-  p.tokens = tok.encode(text, /*add_bos=*/false, /*parse_special=*/true);
+  p.text = render_chat_prompt(tok, t, in);
+  p.tokens = tok.encode(p.text, /*add_bos=*/false, /*parse_special=*/true);
   // End-of-turn markers are special tokens in the models that use them: stop on the token
   // (special tokens decode to no text). In a vocabulary without them, match the text.
-  for (const auto& s : stop_strings(format)) {
+  for (const std::string& s : t.end_markers()) {
     const auto ids = tok.encode(s, false, true);
     if (ids.size() == 1 && tok.vocab().is_control(ids[0])) {
       p.stop_token_ids.push_back(ids[0]);

@@ -16,23 +16,27 @@ namespace lift {
 namespace {
 
 using nlohmann::json;
+using nlohmann::ordered_json;
 
 // Builds the DOM from SAX events, refusing (returning false, which stops the parser) to open a
 // container deeper than kMaxJsonDepth: no value deeper than that is ever made. The parser
 // itself is iterative, so the input's depth costs it no stack either.
-class DepthLimitedBuilder : public json::json_sax_t {
+template <typename json>
+class BasicDepthLimitedBuilder : public json::json_sax_t {
  public:
   bool null() override { return put(nullptr) != nullptr; }
   bool boolean(bool v) override { return put(v) != nullptr; }
-  bool number_integer(json::number_integer_t v) override { return put(v) != nullptr; }
-  bool number_unsigned(json::number_unsigned_t v) override { return put(v) != nullptr; }
-  bool number_float(json::number_float_t v, const json::string_t&) override {
+  bool number_integer(typename json::number_integer_t v) override { return put(v) != nullptr; }
+  bool number_unsigned(typename json::number_unsigned_t v) override { return put(v) != nullptr; }
+  bool number_float(typename json::number_float_t v, const typename json::string_t&) override {
     return put(v) != nullptr;
   }
-  bool string(json::string_t& v) override { return put(std::move(v)) != nullptr; }
-  bool binary(json::binary_t& v) override { return put(json::binary(std::move(v))) != nullptr; }
+  bool string(typename json::string_t& v) override { return put(std::move(v)) != nullptr; }
+  bool binary(typename json::binary_t& v) override {
+    return put(json::binary(std::move(v))) != nullptr;
+  }
   bool start_object(std::size_t) override { return open(json::object()); }
-  bool key(json::string_t& k) override {
+  bool key(typename json::string_t& k) override {
     key_ = std::move(k);
     return true;
   }
@@ -45,7 +49,8 @@ class DepthLimitedBuilder : public json::json_sax_t {
     stack_.pop_back();
     return true;
   }
-  bool parse_error(std::size_t position, const std::string&, const json::exception&) override {
+  bool parse_error(std::size_t position, const std::string&,
+                   const nlohmann::detail::exception&) override {
     error_pos_ = position;
     return false;
   }
@@ -87,6 +92,7 @@ class DepthLimitedBuilder : public json::json_sax_t {
   bool too_deep_ = false;
   size_t error_pos_ = 0;
 };
+using DepthLimitedBuilder = BasicDepthLimitedBuilder<json>;
 
 [[noreturn]] void bad(const std::string& param, const std::string& msg) {
   throw ApiError(400, msg, param);
@@ -385,6 +391,20 @@ json parse_json_object(std::string_view body) {
   return std::move(b.root());
 }
 
+namespace {
+
+// The body once more with its keys in order, for what a template sees (parse_json_object
+// has already checked it).
+ordered_json parse_ordered_json(std::string_view body) {
+  BasicDepthLimitedBuilder<ordered_json> b;
+  if (!ordered_json::sax_parse(body.data(), body.data() + body.size(), &b)) {
+    throw ApiError(400, "The request body is not valid JSON.");
+  }
+  return std::move(b.root());
+}
+
+}  // namespace
+
 ApiRequest parse_completion_request(const std::string& body, const ApiContext& ctx) {
   const json b = parse_json_object(body);
   ApiRequest r;
@@ -425,36 +445,135 @@ ApiRequest parse_completion_request(const std::string& body, const ApiContext& c
   return r;
 }
 
-ApiRequest parse_chat_request(const std::string& body, const ApiContext& ctx) {
-  const json b = parse_json_object(body);
-  ApiRequest r;
-  r.chat = true;
-  reject_unsupported(b, {"tools", "functions", "tool_choice", "function_call", "response_format",
-                         "audio", "modalities", "prediction"});
+namespace {
+
+// One tool call of an assistant message (c: validated; oc: the same value with its keys in
+// the client's order). Arguments sent as a JSON string (OpenAI's wire format) become the
+// object templates expect (Llama 3.1 and Mistral write them with tojson), as vLLM does.
+ordered_json tool_call(const json& c, const ordered_json& oc, const std::string& where) {
+  if (!c.is_object()) bad(where, where + " must be an object, got " + describe_json(c));
+  ordered_json out = oc;
+  const auto f = c.find("function");
+  if (f == c.end() || !f->is_object()) bad(where, where + " needs a 'function' object");
+  if (!string_member(*f, "name")) {
+    bad(where + ".function.name", where + ".function needs a string 'name'");
+  }
+  const auto args = f->find("arguments");
+  if (args != f->end() && args->is_string()) {
+    BasicDepthLimitedBuilder<ordered_json> b;
+    const std::string& text = args->get_ref<const std::string&>();
+    if (ordered_json::sax_parse(text.data(), text.data() + text.size(), &b) &&
+        b.root().is_object()) {
+      out["function"]["arguments"] = std::move(b.root());
+    }
+  }
+  return out;
+}
+
+ordered_json chat_message(const json& m, const ordered_json& om, const std::string& where) {
+  if (!m.is_object()) bad(where, where + " must be an object, got " + describe_json(m));
+  if (!present(m, "role")) bad(where + ".role", where + " has no 'role'");
+  ordered_json out = om;
+  string_field(m["role"], where + ".role");
+  const bool has_calls = present(m, "tool_calls");
+  if (has_calls) {
+    const json& calls = m["tool_calls"];
+    if (!calls.is_array()) bad(where + ".tool_calls", where + ".tool_calls must be an array");
+    ordered_json list = ordered_json::array();
+    for (size_t j = 0; j < calls.size(); ++j) {
+      const std::string at = where + ".tool_calls[" + std::to_string(j) + "]";
+      list.push_back(tool_call(calls[j], om["tool_calls"][j], at));
+    }
+    out["tool_calls"] = std::move(list);
+  }
+  if (present(m, "content")) {
+    out["content"] = message_content(m["content"], where + ".content");
+  } else if (has_calls || m.contains("content")) {
+    out["content"] = nullptr;  // an assistant turn that only calls tools
+  } else {
+    bad(where + ".content", where + " has no 'content'");
+  }
+  for (const char* k : {"name", "tool_call_id", "reasoning_content"}) {
+    if (present(m, k)) string_field(m[k], where + "." + k);
+  }
+  return out;
+}
+
+// b: the body; ob: the same body with its objects' keys in the client's order.
+ChatInput parse_chat_input(const json& b, const ordered_json& ob) {
+  ChatInput in;
   if (!present(b, "messages")) bad("messages", "'messages' is required");
   const json& ms = b["messages"];
   if (!ms.is_array() || ms.empty()) {
     bad("messages", "'messages' must be a non-empty array, got " + describe_json(ms));
   }
-  std::vector<ChatMessage> messages;
-  messages.reserve(ms.size());
   for (size_t i = 0; i < ms.size(); ++i) {
-    const json& m = ms[i];
-    const std::string where = "messages[" + std::to_string(i) + "]";
-    if (!m.is_object()) bad(where, where + " must be an object, got " + describe_json(m));
-    if (!present(m, "role")) bad(where + ".role", where + " has no 'role'");
-    ChatMessage cm;
-    cm.role = string_field(m["role"], where + ".role");
-    if (!present(m, "content")) bad(where + ".content", where + " has no 'content'");
-    cm.content = message_content(m["content"], where + ".content");
-    messages.push_back(std::move(cm));
+    in.messages.push_back(
+        chat_message(ms[i], ob["messages"][i], "messages[" + std::to_string(i) + "]"));
   }
-  ChatPrompt cp;
+  if (present(b, "tools")) {
+    if (!b["tools"].is_array())
+      bad("tools", "'tools' must be an array, got " + describe_json(b["tools"]));
+    for (size_t i = 0; i < b["tools"].size(); ++i) {
+      if (!b["tools"][i].is_object()) {
+        bad("tools", "tools[" + std::to_string(i) + "] must be an object");
+      }
+    }
+    in.tools = ob["tools"];
+  }
+  if (present(b, "add_generation_prompt")) {
+    in.add_generation_prompt = boolean(b["add_generation_prompt"], "add_generation_prompt");
+  }
+  if (present(b, "chat_template_kwargs")) {
+    if (!b["chat_template_kwargs"].is_object()) {
+      bad("chat_template_kwargs", "'chat_template_kwargs' must be an object, got " +
+                                      describe_json(b["chat_template_kwargs"]));
+    }
+    in.kwargs = ob["chat_template_kwargs"];
+  }
+  return in;
+}
+
+}  // namespace
+
+ChatInput parse_chat_input(std::string_view body) {
+  return parse_chat_input(parse_json_object(body), parse_ordered_json(body));
+}
+
+// A template that refuses the conversation (raise_exception) or fails on it is the
+// request's problem: 400 with the template's message.
+ChatPrompt render_chat_request(const ApiContext& ctx, const ChatInput& in) {
   try {
-    cp = build_chat_prompt(ctx.tok, ctx.chat_format, messages);
+    return build_chat_prompt(ctx.tok, ctx.chat, in);
   } catch (const Error& e) {
     bad("messages", e.what());
   }
+}
+
+std::string render_chat_text(const ApiContext& ctx, const ChatInput& in) {
+  try {
+    return render_chat_prompt(ctx.tok, ctx.chat, in);
+  } catch (const Error& e) {
+    bad("messages", e.what());
+  }
+}
+
+ApiRequest parse_chat_request(const std::string& body, const ApiContext& ctx) {
+  const json b = parse_json_object(body);
+  ApiRequest r;
+  r.chat = true;
+  reject_unsupported(
+      b, {"functions", "function_call", "response_format", "audio", "modalities", "prediction"});
+  if (present(b, "tool_choice")) {
+    const json& tc = b["tool_choice"];
+    if (!tc.is_string() || (tc != "auto" && tc != "none")) {
+      bad("tool_choice",
+          "'tool_choice' may be \"auto\" or \"none\": lift does not constrain the output to "
+          "a tool call");
+    }
+  }
+  const ChatInput in = parse_chat_input(b, parse_ordered_json(body));
+  ChatPrompt cp = render_chat_request(ctx, in);
   r.prompt = std::move(cp.tokens);
   parse_common(b, ctx, r);
   r.params.stop_token_ids.insert(r.params.stop_token_ids.end(), cp.stop_token_ids.begin(),
@@ -473,13 +592,18 @@ ApiRequest parse_chat_request(const std::string& body, const ApiContext& ctx) {
 TokenizeRequest parse_tokenize_request(const std::string& body) {
   const json b = parse_json_object(body);
   TokenizeRequest r;
-  const char* field = b.contains("prompt") ? "prompt" : "content";
-  const auto text = b.find(field);
-  if (text == b.end()) bad("prompt", "'prompt' (the text to tokenize) is required");
-  if (!text->is_string()) {
-    bad(field, std::string("'") + field + "' must be a string, got " + describe_json(*text));
+  if (b.contains("messages")) {
+    r.chat = parse_chat_input(b, parse_ordered_json(body));
+    r.add_special = false;
+  } else {
+    const char* field = b.contains("prompt") ? "prompt" : "content";
+    const auto text = b.find(field);
+    if (text == b.end()) bad("prompt", "'prompt' (the text to tokenize) or 'messages' is required");
+    if (!text->is_string()) {
+      bad(field, std::string("'") + field + "' must be a string, got " + describe_json(*text));
+    }
+    r.text = text->get<std::string>();
   }
-  r.text = text->get<std::string>();
   for (const char* k : {"add_special_tokens", "add_special"}) {
     if (b.contains(k)) r.add_special = boolean(b[k], k);
   }
@@ -488,6 +612,12 @@ TokenizeRequest parse_tokenize_request(const std::string& body) {
 
 std::vector<int32_t> tokenize(const Tokenizer& tok, const TokenizeRequest& req) {
   return encode(tok, req.text, req.add_special && tok.vocab().add_bos(), req.add_special, "prompt");
+}
+
+std::vector<int32_t> tokenize(const ApiContext& ctx, const TokenizeRequest& req) {
+  if (!req.chat) return tokenize(ctx.tok, req);
+  const std::string text = render_chat_text(ctx, *req.chat);
+  return encode(ctx.tok, text, req.add_special && ctx.tok.vocab().add_bos(), true, "messages");
 }
 
 DetokenizeRequest parse_detokenize_request(const std::string& body, int vocab_size) {

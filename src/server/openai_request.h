@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,8 +35,8 @@ struct ApiRequest {
 
 struct ApiContext {
   const Tokenizer& tok;
-  ChatFormat chat_format;
-  int context_length;
+  ChatTemplate chat;
+  int context_length;  // the engine's max-model-len: prompt + max_tokens must fit in it
   int vocab_size;
   // The names the "model" field may take. Empty: any name is accepted (lift serves its one
   // model whatever the request names). Otherwise a request naming another model gets 404
@@ -55,16 +56,36 @@ inline constexpr int kMaxJsonDepth = 64;
 ApiRequest parse_completion_request(const std::string& body, const ApiContext& ctx);
 ApiRequest parse_chat_request(const std::string& body, const ApiContext& ctx);
 
-// POST /tokenize: {"prompt": "..."} (or "content"), optional "add_special_tokens" (or
-// "add_special"; default true; when both are given "add_special" wins).
+// The conversation fields a chat template renders, as /v1/chat/completions,
+// /apply-template and /tokenize take them: "messages" (required; roles are the template's
+// business, content a string, null or an array of text parts; an assistant's
+// tool_calls[].function.arguments given as a JSON string are parsed into an object, as vLLM
+// does), "tools", "add_generation_prompt" (default true) and "chat_template_kwargs".
+ChatInput parse_chat_input(std::string_view body);
+
+// Renders in with the template and tokenizes it. Throws ApiError 400 (param "messages") when
+// the template refuses the conversation (its raise_exception message) or fails on it.
+ChatPrompt render_chat_request(const ApiContext& ctx, const ChatInput& in);
+// The rendered text only (POST /apply-template); the same errors.
+std::string render_chat_text(const ApiContext& ctx, const ChatInput& in);
+
+// POST /tokenize: {"prompt": "..."} (or "content"), or a conversation ("messages", "tools",
+// "add_generation_prompt", "chat_template_kwargs", as vLLM's /tokenize takes), and
+// "add_special_tokens" (or "add_special"; when both are given "add_special" wins): whether BOS
+// is added and special-token text parsed; default true for a prompt, false for messages
+// (whose template writes its own special tokens).
 struct TokenizeRequest {
   std::string text;
   bool add_special = true;
+  std::optional<ChatInput> chat;
 };
 TokenizeRequest parse_tokenize_request(const std::string& body);
-// The ids /tokenize answers with: with add_special, BOS (when the model adds one) and special
-// tokens written in the text ("<s>") as their ids; without, plain text only.
+// The ids /tokenize answers with for a prompt: with add_special, BOS (when the model adds one)
+// and special tokens written in the text ("<s>") as their ids; without, plain text only.
 std::vector<int32_t> tokenize(const Tokenizer& tok, const TokenizeRequest& req);
+// For either kind: a conversation is rendered with ctx.chat first; its special tokens are
+// always parsed, and add_special only decides BOS.
+std::vector<int32_t> tokenize(const ApiContext& ctx, const TokenizeRequest& req);
 
 // POST /detokenize: {"tokens": [ids]}, every id in [0, vocab_size). The text to answer with
 // is tok.decode(tokens) (in both "prompt" and "content").

@@ -339,8 +339,8 @@ Value f_indent(const Value& v, const CallArgs& a) {
 
 Value f_tojson(const Value& v, const CallArgs& a) {
   const Value* ind = arg(a, 1, "indent");
-  const Value* sort = arg(a, 4, "sort_keys");
-  const Value* sep = arg(a, 3, "separators");
+  const Value* sort = arg(a, 3, "sort_keys");
+  const Value* sep = arg(a, 2, "separators");
   if (sep && !sep->is_none()) throw TemplateError("tojson: separators are not supported");
   int indent = -1;
   if (ind && !ind->is_none()) {

@@ -286,39 +286,48 @@ Array iterate(const Value& v) {
   throw TemplateError("'" + type_name(v) + "' object is not iterable");
 }
 
-Value from_json(const nlohmann::json& j) {
+namespace {
+
+template <typename Json>
+Value convert_json(const Json& j) {
+  using T = typename Json::value_t;
   switch (j.type()) {
-    case nlohmann::json::value_t::null:
+    case T::null:
       return Value::none();
-    case nlohmann::json::value_t::boolean:
-      return Value(j.get<bool>());
-    case nlohmann::json::value_t::number_integer:
-      return Value(j.get<int64_t>());
-    case nlohmann::json::value_t::number_unsigned: {
-      const auto u = j.get<uint64_t>();
+    case T::boolean:
+      return Value(j.template get<bool>());
+    case T::number_integer:
+      return Value(j.template get<int64_t>());
+    case T::number_unsigned: {
+      const auto u = j.template get<uint64_t>();
       if (u > static_cast<uint64_t>(INT64_MAX)) return Value(static_cast<double>(u));
       return Value(static_cast<int64_t>(u));
     }
-    case nlohmann::json::value_t::number_float:
-      return Value(j.get<double>());
-    case nlohmann::json::value_t::string:
-      return Value(j.get<std::string>());
-    case nlohmann::json::value_t::array: {
+    case T::number_float:
+      return Value(j.template get<double>());
+    case T::string:
+      return Value(j.template get<std::string>());
+    case T::array: {
       Array a;
       a.reserve(j.size());
-      for (const auto& x : j) a.push_back(from_json(x));
+      for (const auto& x : j) a.push_back(convert_json(x));
       return Value::array(std::move(a));
     }
-    case nlohmann::json::value_t::object: {
+    case T::object: {
       Object o;
       o.items.reserve(j.size());
-      for (const auto& [k, x] : j.items()) o.items.emplace_back(k, from_json(x));
+      for (const auto& [k, x] : j.items()) o.items.emplace_back(k, convert_json(x));
       return Value::object(std::move(o));
     }
     default:
       throw TemplateError("unsupported JSON value in template context");
   }
 }
+
+}  // namespace
+
+Value from_json(const nlohmann::json& j) { return convert_json(j); }
+Value from_json(const nlohmann::ordered_json& j) { return convert_json(j); }
 
 namespace {
 

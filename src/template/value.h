@@ -138,6 +138,9 @@ std::optional<int64_t> length(const Value& v);
 Array iterate(const Value& v);
 
 Value from_json(const nlohmann::json& j);
+// The same for insertion-ordered JSON, whose objects keep their keys' order (Python's
+// dicts do: a client's tool schema prints in its own order).
+Value from_json(const nlohmann::ordered_json& j);
 // HF's tojson: json.dumps(v, ensure_ascii=False, indent=indent, sort_keys=sort_keys).
 // indent < 0: one line with ", " and ": " separators.
 std::string to_json(const Value& v, int indent, bool sort_keys);

@@ -16,11 +16,11 @@ TEST(TemplateFeaturesVsJinja2, EveryFeatureCase) {
   ASSERT_TRUE(in.good());
   std::stringstream ss;
   ss << in.rdbuf();
-  const auto j = nlohmann::json::parse(ss.str());
-  const nlohmann::json& shared = j.at("context");
+  const auto j = nlohmann::ordered_json::parse(ss.str());
+  const nlohmann::ordered_json& shared = j.at("context");
   std::vector<test::OracleCase> cases;
   for (const auto& c : j.at("cases")) {
-    nlohmann::json ctx = shared;
+    nlohmann::ordered_json ctx = shared;
     if (c.contains("context")) ctx.update(c["context"]);
     const std::string src = c.at("t").get<std::string>();
     cases.push_back({src.substr(0, 80), src, ctx});

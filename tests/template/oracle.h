@@ -28,7 +28,7 @@ struct OracleCase {
 // One result per case: {"output": str} or {"error": str, "raise": bool}. Fails the calling
 // test (and returns an empty list) when Python or its Jinja2 cannot be run.
 inline nlohmann::json run_oracle(const std::vector<OracleCase>& cases) {
-  nlohmann::json in = {{"cases", nlohmann::json::array()}};
+  nlohmann::ordered_json in = {{"cases", nlohmann::ordered_json::array()}};
   for (const OracleCase& c : cases) {
     in["cases"].push_back({{"template", c.source}, {"context", c.context}, {"now", c.now}});
   }
@@ -39,7 +39,7 @@ inline nlohmann::json run_oracle(const std::vector<OracleCase>& cases) {
     return {};
   }
   close(fd);
-  std::ofstream(path) << in.dump(-1, ' ', false, nlohmann::json::error_handler_t::strict);
+  std::ofstream(path) << in.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::strict);
   const std::string cmd =
       "python3 " + std::string(LIFT_SOURCE_DIR) + "/tests/template/jinja_oracle.py " + path;
   std::string out;

@@ -1,5 +1,6 @@
 // Every chat template in ../shared/models (GGUF tokenizer.chat_template keys and HF
-// tokenizer_config.json files) and every template under tests/template/templates, rendered
+// tokenizer_config.json files), every template under tests/template/templates and lift's
+// builtins, rendered
 // on every conversation of tests/template/conversations.json, must match Python's Jinja2.
 #include <gtest/gtest.h>
 
@@ -8,6 +9,7 @@
 #include <sstream>
 
 #include "gguf/gguf_file.h"
+#include "template/builtin_chat_templates.h"
 #include "template/oracle.h"
 #include "test_paths.h"
 
@@ -40,7 +42,7 @@ std::vector<Source> all_templates() {
   for (const auto& e : fs::directory_iterator(test::model_path("tokenizers"))) {
     const fs::path cfg = e.path() / "tokenizer_config.json";
     if (!fs::exists(cfg)) continue;
-    const auto j = nlohmann::json::parse(read_file(cfg));
+    const auto j = nlohmann::ordered_json::parse(read_file(cfg));
     if (j.contains("chat_template") && j["chat_template"].is_string()) {
       out.push_back({"tokenizers/" + e.path().filename().string(), j["chat_template"]});
     }
@@ -48,6 +50,10 @@ std::vector<Source> all_templates() {
   for (const auto& e :
        fs::directory_iterator(fs::path(LIFT_SOURCE_DIR) / "tests/template/templates")) {
     out.push_back({e.path().filename().string(), read_file(e.path())});
+  }
+  for (std::string_view name : tmpl::builtin_chat_template_names()) {
+    out.push_back(
+        {"builtin " + std::string(name), std::string(*tmpl::builtin_chat_template(name))});
   }
   std::sort(out.begin(), out.end(),
             [](const Source& a, const Source& b) { return a.label < b.label; });
@@ -57,19 +63,20 @@ std::vector<Source> all_templates() {
 TEST(ChatTemplatesVsJinja2, EveryTemplateOnEveryConversation) {
   const std::vector<Source> templates = all_templates();
   // 4 GGUF vocabularies and 2 tokenizer configs carry templates today.
-  ASSERT_GE(templates.size(), 6u + 10u);
-  const auto convs = nlohmann::json::parse(
+  ASSERT_GE(templates.size(), 6u + 10u + 7u);
+  const auto convs = nlohmann::ordered_json::parse(
                          read_file(fs::path(LIFT_SOURCE_DIR) / "tests/template/conversations.json"))
                          .at("conversations");
   std::vector<test::OracleCase> cases;
   for (const Source& t : templates) {
     for (const auto& c : convs) {
-      nlohmann::json ctx = {{"messages", c["messages"]},
-                            {"tools", c.contains("tools") ? c["tools"] : nlohmann::json()},
-                            {"documents", nullptr},
-                            {"add_generation_prompt", c["add_generation_prompt"]},
-                            {"bos_token", "<s>"},
-                            {"eos_token", "</s>"}};
+      nlohmann::ordered_json ctx = {
+          {"messages", c["messages"]},
+          {"tools", c.contains("tools") ? c["tools"] : nlohmann::ordered_json()},
+          {"documents", nullptr},
+          {"add_generation_prompt", c["add_generation_prompt"]},
+          {"bos_token", "<s>"},
+          {"eos_token", "</s>"}};
       if (c.contains("kwargs")) ctx.update(c["kwargs"]);
       cases.push_back({t.label + " x " + c["name"].get<std::string>(), t.text, ctx});
     }
