@@ -121,7 +121,7 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
     }
     const uint8_t* blk[C];
     for (int c = 0; c < C; ++c) blk[c] = pw[c] + b * W::kBlockBytes;
-    if constexpr (R <= 4) {
+    if constexpr (R < 4) {  // decode tiles (k_loop); prefill tiles meet cached panels
       for (int c = 0; c < C; ++c) {
         _mm_prefetch(reinterpret_cast<const char*>(ps[c] + (b + 8) * W::kScaleBytes), _MM_HINT_T0);
       }
@@ -156,8 +156,8 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
     }
     __m512i sumi[R][C];
     for (size_t k = 0; k < W::kSubs; ++k) {
-      if constexpr (R <= 4) {
-        for (int c = 0; c < C; ++c) prefetch_span(blk[c] + k * W::kSubBytes, W::kSubBytes + 63);
+      if constexpr (R < 4) {
+        for (int c = 0; c < C; ++c) prefetch_span(blk[c] + k * W::kSubBytes, W::kSubBytes);
       }
       __m512i dot[R][C];
       if constexpr (W::kSubs == 8) {
