@@ -1,79 +1,107 @@
-// libFuzzer target for chat templates: hostile conversations (any roles, any bytes in the
-// contents, template markers and BOS/EOS texts inside messages, wrong role orders) rendered in
-// every format. Rendering either succeeds, with every message's (trimmed) content in the
-// prompt, or throws lift::Error with a short, valid-UTF-8 message; tokenizing the prompt for
-// a real vocabulary gives ids in range. The input doubles as a Jinja template for detection
-// and as a --chat-template name.
+// libFuzzer target for the chat-template interpreter. Two kinds of input, by the first
+// byte's top bit:
+//  * clear: a hostile conversation (fuzz_support.h's chat input: any roles, any bytes in the
+//    contents, template markers inside messages) rendered with a builtin template and with a
+//    real model's template, then tokenized as the server does;
+//  * set: the rest is a template source, optionally followed by "\x1e\x1e" and a JSON
+//    context object, parsed and rendered with small limits.
+// Either way parsing and rendering succeed or throw lift::Error (TemplateError, the
+// template's own raise_exception) with a short valid-UTF-8 message; nothing crashes, hangs or
+// grows past the limits.
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
 #include "fuzz_support.h"
+#include "gguf/gguf_file.h"
 #include "server/chat_template.h"
+#include "template/template.h"
 #include "tokenizer/utf8.h"
 #include "util/error.h"
 
 namespace {
 
-std::string_view trim(std::string_view s) {
-  constexpr std::string_view ws = " \t\n\r\v\f";
-  const size_t b = s.find_first_not_of(ws);
-  if (b == std::string_view::npos) return {};
-  return s.substr(b, s.find_last_not_of(ws) - b + 1);
+void check_error(const lift::Error& e, size_t limit) {
+  const std::string_view msg = e.what();
+  lift::fuzz::check(msg.size() <= limit, "template errors are short", msg);
+  lift::fuzz::check(lift::is_valid_utf8(msg), "template errors are valid UTF-8", msg);
 }
 
-void check_error(const lift::Error& e) {
-  const std::string_view msg = e.what();
-  lift::fuzz::check(msg.size() <= 400, "chat template errors are at most 400 bytes", msg);
-  lift::fuzz::check(lift::is_valid_utf8(msg), "chat template errors are valid UTF-8", msg);
+void fuzz_source(std::string_view rest) {
+  using namespace lift;
+  const size_t sep = rest.find("\x1e\x1e");
+  const std::string_view source = rest.substr(0, sep);
+  nlohmann::ordered_json ctx = {
+      {"messages",
+       {{{"role", "user"}, {"content", "Hi"}}, {{"role", "assistant"}, {"content", "Yo"}}}},
+      {"add_generation_prompt", true},
+      {"bos_token", "<s>"},
+      {"eos_token", "</s>"},
+      {"tools", nullptr}};
+  if (sep != std::string_view::npos) {
+    const auto j = nlohmann::ordered_json::parse(rest.substr(sep + 2), nullptr, false);
+    if (!j.is_discarded() && j.is_object() && j.dump().size() < 8192) ctx = j;
+  }
+  tmpl::RenderOptions opts;
+  opts.max_output_bytes = 1 << 16;
+  opts.max_steps = 20000;
+  opts.max_call_depth = 16;
+  opts.now_unix = 0;
+  try {
+    const tmpl::Template t(source);
+    const std::string out = t.render(tmpl::from_json(ctx).obj(), opts);
+    fuzz::check(out.size() <= opts.max_output_bytes, "output stays under the limit");
+  } catch (const tmpl::TemplateRaise&) {
+    // The template's own message: whatever it computed, bounded by the output limit.
+  } catch (const Error& e) {
+    check_error(e, source.size() + 400);  // errors may quote the template's own names
+  }
+}
+
+void fuzz_conversation(const uint8_t* data, size_t size) {
+  using namespace lift;
+  const fuzz::ChatInput in = fuzz::read_chat_input(data, size);
+  ChatInput conv;
+  conv.add_generation_prompt = in.add_generation_prompt;
+  for (const auto& m : in.messages) {
+    if (!is_valid_utf8(m.role) || !is_valid_utf8(m.content)) return;  // JSON has UTF-8 only
+    conv.messages.push_back({{"role", m.role}, {"content", m.content}});
+  }
+  if (conv.messages.empty()) return;
+  static const gguf::File qwen =
+      gguf::File::open(fuzz::models_dir() + "/vocab/ggml-vocab-qwen2.gguf");
+  static const ChatTemplate model_template =
+      choose_chat_template(qwen, "").tmpl;  // tools, namespaces, string methods
+  const auto& formats = all_chat_formats();
+  const ChatTemplate builtin(formats[in.format % formats.size()]);
+  for (const ChatTemplate* t : {&builtin, &model_template}) {
+    for (const size_t v : {size_t{2}, size_t{1}}) {
+      const Tokenizer& tok = fuzz::tokenizer(v);
+      try {
+        const ChatPrompt p = build_chat_prompt(tok, *t, conv);
+        fuzz::check(is_valid_utf8(p.text), "valid UTF-8 in, valid UTF-8 out");
+        for (const int32_t id : p.tokens) {
+          fuzz::check(id >= 0 && id < tok.vocab().size(), "prompt ids are in range");
+        }
+      } catch (const ChatTemplateRefused& e) {
+        check_error(e, 400);
+      } catch (const Error& e) {
+        check_error(e, 1000);
+      }
+    }
+  }
 }
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace lift;
-  const std::string_view raw(reinterpret_cast<const char*>(data), size);
-  (void)detect_chat_format(raw);
-  try {
-    (void)parse_chat_format(raw.substr(0, 64));
-  } catch (const Error&) {
-  }
-
-  const fuzz::ChatInput in = fuzz::read_chat_input(data, size);
-  std::vector<ChatMessage> messages;
-  bool all_valid = true;
-  for (const auto& m : in.messages) {
-    messages.push_back({m.role, m.content});
-    all_valid = all_valid && is_valid_utf8(m.role) && is_valid_utf8(m.content);
-  }
-  const auto& formats = all_chat_formats();
-  const ChatFormat f = formats[in.format % formats.size()];
-  std::string out;
-  try {
-    out = render_chat(f, messages, in.add_generation_prompt, "<s>", "</s>");
-  } catch (const Error& e) {
-    check_error(e);
-    return 0;
-  }
-  if (all_valid) fuzz::check(is_valid_utf8(out), "valid UTF-8 in, valid UTF-8 out");
-  if (renders_bos(f)) fuzz::check(out.starts_with("<s>"), "the prompt starts with BOS");
-  for (const ChatMessage& m : messages) {
-    fuzz::check(out.find(trim(m.content)) != std::string::npos, "every content is in the prompt",
-                m.content);
-  }
-  // The same conversation through a real vocabulary, as the server builds it.
-  for (const size_t v : {size_t{2}, size_t{1}}) {
-    const Tokenizer& tok = fuzz::tokenizer(v);
-    try {
-      const ChatPrompt p = build_chat_prompt(tok, f, messages);
-      for (const int32_t id : p.tokens) {
-        fuzz::check(id >= 0 && id < tok.vocab().size(), "prompt ids are in range");
-      }
-      fuzz::check(!p.tokens.empty(), "a rendered prompt has tokens");
-    } catch (const Error& e) {
-      fuzz::fail("a conversation that renders also builds", e.what());
-    }
+  if (size == 0) return 0;
+  if (data[0] & 0x80) {
+    fuzz_source(std::string_view(reinterpret_cast<const char*>(data) + 1, size - 1));
+  } else {
+    fuzz_conversation(data, size);
   }
   return 0;
 }

@@ -31,3 +31,8 @@ gguf_build=$!
 wait "$gguf_build"
 "$tmp/make_fuzz_seeds" "$out/gguf" "$models"
 "$tmp/make_text_seeds" "$out" "$models"
+# fuzz_chat_template's template-source inputs (first byte 0x80): every test template.
+mkdir -p "$out/chat_template"
+for t in "$root"/tests/template/templates/*.jinja; do
+  { printf '\x80'; cat "$t"; } >"$out/chat_template/source-$(basename "$t")"
+done
