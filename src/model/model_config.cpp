@@ -91,11 +91,28 @@ std::vector<int> layer_windows(const gguf::File& f, const ModelConfig& c, const 
     w = 4096;  // Gemma 2's published window, the reference implementations' default
   }
   if (w == 0) return {};
+  // The file may say which layers slide (newer converters): a period n as the table's pattern,
+  // or one flag per layer (non-zero: sliding). Otherwise the table's rule.
+  const std::string pkey = p + "attention.sliding_window_pattern";
+  std::vector<int64_t> flags;
+  int period = c.spec.window == WindowLayers::pattern ? c.spec.window_pattern : 0;
+  if (const gguf::Value* v = f.find(pkey)) {
+    if (v->type == gguf::ValueType::ARRAY) {
+      flags = *f.get_int_array(pkey);
+      if (flags.size() != static_cast<size_t>(c.n_layers)) {
+        throw Error(f.path() + ": metadata '" + pkey + "' has " + std::to_string(flags.size()) +
+                    " entries for " + std::to_string(c.n_layers) + " layers");
+      }
+    } else {
+      period = static_cast<int>(require_int(f, pkey, 1, 1 << 16));
+    }
+  }
   std::vector<int> out(static_cast<size_t>(c.n_layers), 0);
   for (int l = 0; l < c.n_layers; ++l) {
-    bool slides = true;
-    if (c.spec.window == WindowLayers::even) slides = l % 2 == 0;
-    if (c.spec.window == WindowLayers::pattern) slides = (l + 1) % c.spec.window_pattern != 0;
+    bool slides =
+        c.spec.window == WindowLayers::all || (c.spec.window == WindowLayers::even && l % 2 == 0);
+    if (period > 0) slides = (l + 1) % period != 0;
+    if (!flags.empty()) slides = flags[static_cast<size_t>(l)] != 0;
     out[static_cast<size_t>(l)] = slides ? w : 0;
   }
   return out;

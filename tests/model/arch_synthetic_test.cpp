@@ -142,5 +142,24 @@ TEST(ArchSynthetic, Gemma3MatchesFloat64Oracle) {
       40);
 }
 
+// A file that names its pattern (attention.sliding_window_pattern) is run by it.
+TEST(ArchSynthetic, Gemma3PatternFromMetadata) {
+  test::TinyArch a;
+  a.arch = "gemma3";
+  a.layers = 4;
+  a.head_dim = 16;
+  a.window = 3;
+  a.window_pattern = 2;  // local, global, local, global
+  a.pattern_key = true;
+  a.local_rope_base = 10000.0f;
+  a.post_norms = true;
+  a.embed_scale = true;
+  a.gelu = true;
+  check_arch(a,
+             {{"the file's pattern (the table's 6 instead)",
+               [](test::TinyArch& x) { x.window_pattern = 6; }}},
+             24);
+}
+
 }  // namespace
 }  // namespace lift

@@ -35,6 +35,7 @@ struct TinyArch {
   float local_rope_base = 0.0f;  // sliding layers' base (Gemma 3: 10000), 0: as global
   int window = 0;                // sliding_window
   int window_pattern = 0;        // layer l global iff (l + 1) % pattern == 0; 0: all slide
+  bool pattern_key = false;      // write window_pattern as attention.sliding_window_pattern
   bool neox = true;
   bool qk_norm = true;
   bool qkv_bias = false;
@@ -119,6 +120,9 @@ inline gguf::Writer tiny_writer(const TinyArch& a, const Weights& w) {
     g.set_string(p + "rope.scaling.type", "yarn");
     g.set_f32(p + "rope.scaling.factor", a.yarn_factor);
     g.set_u32(p + "rope.scaling.original_context_length", static_cast<uint32_t>(a.yarn_orig_ctx));
+  }
+  if (a.pattern_key) {
+    g.set_u32(p + "attention.sliding_window_pattern", static_cast<uint32_t>(a.window_pattern));
   }
   if (a.window > 0) g.set_u32(p + "attention.sliding_window", static_cast<uint32_t>(a.window));
   for (const auto& [name, v] : w) {
