@@ -95,7 +95,7 @@ class Parser {
       const Token& t = peek();
       if (t.kind == TokKind::eof) {
         if (ends.size() != 0) {
-          fail("unexpected end of template, expected '" + std::string(*ends.begin()) + "'");
+          fail("unexpected end of template, expected '" + std::string(*(ends.end() - 1)) + "'");
         }
         return body;
       }
