@@ -1,0 +1,122 @@
+// What a chat request hands its template: messages (content parts joined, tool calls with
+// parsed arguments, keys in the client's order), tools, add_generation_prompt and
+// chat_template_kwargs; template refusals as 400s; /tokenize and /apply-template on messages.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "server/openai_request.h"
+#include "test_paths.h"
+
+namespace lift {
+namespace {
+
+const Tokenizer& stories() {
+  static const Tokenizer t = Tokenizer::load(test::model_path("stories260K/stories260K.gguf"));
+  return t;
+}
+
+// A template that prints exactly what it was given.
+const ChatTemplate& echo() {
+  static const ChatTemplate t(
+      "{{ messages | tojson }}|{{ tools | tojson }}|{{ add_generation_prompt }}|"
+      "{{ enable_thinking is defined and enable_thinking }}",
+      "the echo template");
+  return t;
+}
+
+ApiContext context(const ChatTemplate& t) { return ApiContext{stories(), t, 2048, 512}; }
+
+std::string seen(const std::string& body) {
+  return render_chat_text(context(echo()), parse_chat_input(body));
+}
+
+TEST(ChatRequestInput, TheTemplateSeesTheConversationAsSent) {
+  EXPECT_EQ(seen(R"({"messages": [{"role": "user", "content": "Hi", "name": "ann"}]})"),
+            R"([{"role": "user", "content": "Hi", "name": "ann"}]|null|True|False)");
+  // Keys keep the client's order (Python's dicts do; tojson shows it).
+  EXPECT_EQ(seen(R"({"messages": [{"content": "x", "role": "user"}], "add_generation_prompt": false,
+                     "tools": [{"type": "function", "function": {"name": "f", "description": "d"}}],
+                     "chat_template_kwargs": {"enable_thinking": true}})"),
+            R"([{"content": "x", "role": "user"}]|[{"type": "function", "function": {"name": "f", )"
+            R"("description": "d"}}]|False|True)");
+  // Text parts are joined; a tool-calling turn without content gets None; arguments sent as
+  // a JSON string become an object.
+  EXPECT_EQ(
+      seen(R"({"messages": [
+        {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+        {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
+          "function": {"name": "f", "arguments": "{\"z\": 1, \"a\": [true]}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"}]})"),
+      R"([{"role": "user", "content": "ab"}, {"role": "assistant", "tool_calls": [{"id": "c1", )"
+      R"("type": "function", "function": {"name": "f", "arguments": {"z": 1, "a": [true]}}}], )"
+      R"("content": null}, {"role": "tool", "tool_call_id": "c1", "content": "ok"}]|null|True|False)");
+  // Arguments that are not a JSON object stay the string they were.
+  EXPECT_NE(seen(R"({"messages": [{"role": "assistant", "content": null, "tool_calls": [
+                     {"function": {"name": "f", "arguments": "not json"}}]}]})")
+                .find(R"("arguments": "not json")"),
+            std::string::npos);
+}
+
+ApiError error_of(const std::string& body, const ChatTemplate& t) {
+  try {
+    (void)parse_chat_request(body, context(t));
+  } catch (const ApiError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no error for " << body;
+  return ApiError(200, "");
+}
+
+TEST(ChatRequestInput, BadFieldsAndRefusalsAre400s) {
+  const ChatTemplate refuse("{{ raise_exception('only ' ~ messages | length ~ ' message') }}",
+                            "refusing");
+  ApiError e = error_of(R"({"messages": [{"role": "user", "content": "x"}]})", refuse);
+  EXPECT_EQ(e.status(), 400);
+  EXPECT_EQ(e.param(), "messages");
+  EXPECT_STREQ(e.what(), "only 1 message");
+  e = error_of(R"({"messages": [{"role": "user", "content": "x"}], "tools": {}})", echo());
+  EXPECT_EQ(e.param(), "tools");
+  e = error_of(R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": 1})",
+               echo());
+  EXPECT_EQ(e.param(), "chat_template_kwargs");
+  e = error_of(R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})",
+               echo());
+  EXPECT_EQ(e.param(), "tool_choice");
+  e = error_of(R"({"messages": [{"role": "assistant", "tool_calls": [{"function": {}}]}]})",
+               echo());
+  EXPECT_EQ(e.param(), "messages[0].tool_calls[0].function.name");
+  e = error_of(R"({"messages": [{"role": "user", "content": "x"}],
+                   "chat_template_kwargs": {"messages": []}})",
+               echo());
+  EXPECT_NE(std::string(e.what()).find("may not set 'messages'"), std::string::npos) << e.what();
+  // A template error on the data (None + str) is a 400 too, not a crash or a 500.
+  e = error_of(R"({"messages": [{"role": "user", "content": null}]})", ChatFormat::chatml);
+  EXPECT_EQ(e.status(), 400);
+}
+
+TEST(ChatRequestTokenize, MessagesAreRenderedThenTokenized) {
+  const ApiContext ctx = context(ChatFormat::llama3);
+  const std::string body = R"({"messages": [{"role": "user", "content": "Hi"}]})";
+  const std::string text = render_chat_text(ctx, parse_chat_input(body));
+  EXPECT_EQ(text,
+            "<s><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  const TokenizeRequest t = parse_tokenize_request(body);
+  ASSERT_TRUE(t.chat.has_value());
+  EXPECT_FALSE(t.add_special);  // vLLM's default for messages: the template writes BOS
+  const auto ids = tokenize(ctx, t);
+  EXPECT_EQ(ids, stories().encode(text, false, true));
+  EXPECT_EQ(ids.front(), stories().vocab().bos_id());  // the template's own <s>
+  const TokenizeRequest with = parse_tokenize_request(
+      R"({"messages": [{"role": "user", "content": "Hi"}], "add_special_tokens": true})");
+  const auto ids2 = tokenize(ctx, with);
+  ASSERT_EQ(ids2.size(), ids.size() + 1);  // stories260K adds BOS: now doubled, as asked
+  EXPECT_EQ(ids2[0], stories().vocab().bos_id());
+  // A prompt tokenizes as before.
+  EXPECT_EQ(tokenize(ctx, parse_tokenize_request(R"({"prompt": "Once upon a time"})")),
+            (std::vector<int32_t>{1, 403, 407, 261, 378}));
+}
+
+}  // namespace
+}  // namespace lift
