@@ -94,8 +94,10 @@ class Parser {
     while (true) {
       const Token& t = peek();
       if (t.kind == TokKind::eof) {
-        if (ends.size() != 0) {
-          fail("unexpected end of template, expected '" + std::string(*(ends.end() - 1)) + "'");
+        for (std::string_view e : ends) {
+          if (e.starts_with("end")) {
+            fail("unexpected end of template, expected '" + std::string(e) + "'");
+          }
         }
         return body;
       }
