@@ -99,10 +99,9 @@ std::string type_name(const Value& v) {
 }
 
 void throw_undefined(const Value& v) {
-  const std::string hint = v.is_undefined() && v.str().empty() ? "value is undefined"
-                           : v.is_undefined()                  ? v.str()
-                                                               : "value is undefined";
-  throw TemplateError(hint);
+  // An Undefined carries the hint saying why it is undefined ("'x' is undefined").
+  const bool hinted = v.is_undefined() && v.has_hint();
+  throw TemplateError(hinted ? v.str() : std::string("value is undefined"));
 }
 
 bool truthy(const Value& v) {

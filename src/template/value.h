@@ -100,6 +100,7 @@ class Value {
   int64_t as_int() const { return is_bool() ? (b_ ? 1 : 0) : i_; }
   double as_double() const { return is_float() ? f_ : static_cast<double>(as_int()); }
   const std::string& str() const { return *s_; }  // string, or undefined's hint
+  bool has_hint() const { return s_ != nullptr && !s_->empty(); }
   const Array& arr() const { return *a_; }
   const Object& obj() const { return *o_; }
   Object& mutable_obj() const { return *o_; }
