@@ -393,7 +393,7 @@ Value f_map(const Value& v, const CallArgs& a) {
     throw TemplateError("map needs a filter name or attribute=");
   }
   const std::string name = a.positional[0].str();
-  if (!is_filter(name)) throw TemplateError("no filter named '" + name.substr(0, 40) + "'");
+  if (!is_filter(name)) throw TemplateError("no filter named '" + excerpt_utf8(name, 40) + "'");
   const CallArgs rest = tail(a, 1);
   for (const Value& x : iterate(v)) out.push_back(apply_filter(name, x, rest));
   return Value::array(std::move(out));
@@ -410,7 +410,7 @@ Value select_impl(const Value& v, const CallArgs& a, bool by_attr, bool keep) {
   std::string test;
   if (i < a.positional.size()) test = to_str(a.positional[i]);
   if (!test.empty() && !is_test(test))
-    throw TemplateError("no test named '" + test.substr(0, 40) + "'");
+    throw TemplateError("no test named '" + excerpt_utf8(test, 40) + "'");
   const CallArgs rest = tail(a, i + 1);
   Array out;
   for (const Value& x : iterate(v)) {
@@ -502,7 +502,7 @@ bool is_filter(std::string_view name) { return find_filter(name) != nullptr; }
 
 Value apply_filter(std::string_view name, const Value& v, const CallArgs& args) {
   const FilterFn f = find_filter(name);
-  if (!f) throw TemplateError("no filter named '" + std::string(name.substr(0, 40)) + "'");
+  if (!f) throw TemplateError("no filter named '" + excerpt_utf8(name, 40) + "'");
   // Jinja2's filters raise on Undefined except those that look at it (default, length, ...),
   // which treat it as empty; the value functions above do the same through to_str/iterate.
   return f(v, args);

@@ -1,6 +1,7 @@
 #include "template/lexer.h"
 
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 
 #include "template/py_text.h"
@@ -121,8 +122,10 @@ std::string unescape(std::string_view s, int line) {
           }
           cp = cp * 16 + static_cast<uint32_t>(h);
         }
-        if (cp > 0x10FFFF) {
-          throw TemplateError("line " + std::to_string(line) + ": escape beyond U+10FFFF");
+        if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+          // Python would keep a lone surrogate and fail to print it; say so up front.
+          throw TemplateError("line " + std::to_string(line) +
+                              ": escape for a surrogate or beyond U+10FFFF");
         }
         append_utf8(out, cp);
         i += n;
@@ -358,7 +361,7 @@ class Lexer {
       t.float_value = std::strtod(text.c_str(), nullptr);
     } else {
       const auto r = std::from_chars(text.data(), text.data() + text.size(), t.int_value);
-      if (r.ec != std::errc()) fail("integer literal too large: " + text.substr(0, 40));
+      if (r.ec != std::errc()) fail("integer literal too large: " + excerpt_utf8(text, 40));
     }
     out_.push_back(std::move(t));
   }
@@ -389,6 +392,12 @@ class Lexer {
     const char c = src_[pos_];
     static const std::string_view one = "+-*/%~[](){}<>=.:|,;";
     if (one.find(c) == std::string_view::npos) {
+      const auto b = static_cast<unsigned char>(c);
+      if (b < 0x21 || b > 0x7E) {  // not printable ASCII: the byte, not a broken character
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "0x%02X", b);
+        fail(std::string("unexpected byte ") + hex + " in a tag");
+      }
       fail("unexpected character '" + std::string(1, c) + "' in a tag");
     }
     if (c == '(' || c == '[' || c == '{') ++depth;

@@ -4,6 +4,7 @@
 
 #include "template/builtins.h"
 #include "template/lexer.h"
+#include "template/py_text.h"
 
 namespace lift::tmpl {
 
@@ -50,7 +51,7 @@ class Parser {
       case TokKind::text:
         return "template text";
       default:
-        return "'" + t.text.substr(0, 40) + "'";
+        return "'" + excerpt_utf8(t.text, 40) + "'";
     }
   }
   void expect_op(std::string_view s) {
@@ -249,7 +250,7 @@ class Parser {
       expect_block_end();
       return s;
     }
-    fail("unsupported statement '" + name.substr(0, 40) + "'");
+    fail("unsupported statement '" + excerpt_utf8(name, 40) + "'");
   }
 
   std::vector<std::string> assign_targets() {
@@ -612,7 +613,7 @@ class Parser {
   ExprPtr filter(ExprPtr operand) {
     auto e = make(Expr::Kind::filter);
     e->name = expect_name();
-    if (!is_filter(e->name)) fail("no filter named '" + e->name.substr(0, 40) + "'");
+    if (!is_filter(e->name)) fail("no filter named '" + excerpt_utf8(e->name, 40) + "'");
     e->args.push_back(std::move(operand));
     if (at_op("(")) call_args(*e);
     return e;
@@ -631,7 +632,7 @@ class Parser {
           e->negated = true;
         }
         e->name = expect_name();
-        if (!is_test(e->name)) fail("no test named '" + e->name.substr(0, 40) + "'");
+        if (!is_test(e->name)) fail("no test named '" + excerpt_utf8(e->name, 40) + "'");
         e->args.push_back(std::move(node));
         const TokKind k = peek().kind;
         if (at_op("(")) {

@@ -1,5 +1,6 @@
 #include "template/py_text.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -46,7 +47,9 @@ std::vector<char32_t> decode_utf8(std::string_view s) {
       }
       cp = (cp << 6) | (c & 0x3Fu);
     }
-    if (!ok) {
+    // Overlong forms, surrogates and values past U+10FFFF are not UTF-8 either.
+    constexpr char32_t kMin[] = {0, 0x80, 0x800, 0x10000};
+    if (!ok || cp < kMin[n] || (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) {
       out.push_back(0xFFFD);
       ++i;
       continue;
@@ -85,6 +88,13 @@ size_t count_code_points(std::string_view s) {
   size_t n = 0;
   for (char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80 ? 1 : 0;
   return n;
+}
+
+std::string excerpt_utf8(std::string_view s, size_t max_cps) {
+  const std::vector<char32_t> cps = decode_utf8(s);
+  std::string out = encode_utf8(cps, 0, std::min(cps.size(), max_cps));
+  if (cps.size() > max_cps) out += "...";
+  return out;
 }
 
 bool py_isspace(char32_t c) {

@@ -17,6 +17,8 @@ std::vector<char32_t> decode_utf8(std::string_view s);
 void append_utf8(std::string& out, char32_t cp);
 std::string encode_utf8(const std::vector<char32_t>& cps, size_t begin, size_t end);
 size_t count_code_points(std::string_view s);
+// At most max_cps code points of s, as valid UTF-8 (for error messages quoting text).
+std::string excerpt_utf8(std::string_view s, size_t max_cps);
 
 // str.isspace() for one code point.
 bool py_isspace(char32_t c);

@@ -1,6 +1,7 @@
 // Jinja2's builtin tests (x is defined, x is string, ...).
 
 #include "template/builtins.h"
+#include "template/py_text.h"
 
 namespace lift::tmpl {
 
@@ -124,7 +125,7 @@ bool apply_test(std::string_view name, const Value& v, const CallArgs& args) {
   for (const Entry& e : kTests) {
     if (e.name == name) return e.fn(v, args);
   }
-  throw TemplateError("no test named '" + std::string(name.substr(0, 40)) + "'");
+  throw TemplateError("no test named '" + excerpt_utf8(name, 40) + "'");
 }
 
 }  // namespace lift::tmpl
