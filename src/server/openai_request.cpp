@@ -474,7 +474,15 @@ ordered_json chat_message(const json& m, const ordered_json& om, const std::stri
   if (!m.is_object()) bad(where, where + " must be an object, got " + describe_json(m));
   if (!present(m, "role")) bad(where + ".role", where + " has no 'role'");
   ordered_json out = om;
-  string_field(m["role"], where + ".role");
+  // OpenAI's roles; "developer" (OpenAI's newer name for system) reaches templates, which
+  // do not know it, as "system".
+  const std::string role = string_field(m["role"], where + ".role");
+  if (role == "developer") {
+    out["role"] = "system";
+  } else if (role != "system" && role != "user" && role != "assistant" && role != "tool") {
+    bad(where + ".role", where + " has unsupported role '" + excerpt(role) +
+                             "' (expected system, developer, user, assistant or tool)");
+  }
   const bool has_calls = present(m, "tool_calls");
   if (has_calls) {
     const json& calls = m["tool_calls"];

@@ -75,6 +75,10 @@ TEST(ChatRequestInput, BadFieldsAndRefusalsAre400s) {
   EXPECT_EQ(e.status(), 400);
   EXPECT_EQ(e.param(), "messages");
   EXPECT_STREQ(e.what(), "only 1 message");
+  e = error_of(R"({"messages": [{"role": "wizard", "content": "x"}]})", echo());
+  EXPECT_EQ(e.param(), "messages[0].role");
+  EXPECT_EQ(seen(R"({"messages": [{"role": "developer", "content": "x"}]})"),
+            R"([{"role": "system", "content": "x"}]|null|True|False)");
   e = error_of(R"({"messages": [{"role": "user", "content": "x"}], "tools": {}})", echo());
   EXPECT_EQ(e.param(), "tools");
   e = error_of(R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": 1})",

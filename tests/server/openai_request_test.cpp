@@ -155,10 +155,8 @@ TEST(OpenAiRequestErrors, HugeValuesGiveShortMessages) {
 
 TEST(OpenAiRequestErrors, HugeRoleAndContentPartType) {
   const std::string big(200000, 'r');
-  // Roles are the template's business (chatml writes any role); a huge one only makes the
-  // prompt too long.
   ApiError e = chat_error(R"({"messages": [{"role": ")" + big + R"(", "content": "x"}]})");
-  expect_short_error(e, 400, "maximum context length");
+  expect_short_error(e, 400, "unsupported role 'rrrr");
   e = chat_error(R"({"messages": [{"role": "user", "content": [{"type": ")" + big + R"("}]}]})");
   expect_short_error(e, 400, "only text content parts");
   e = chat_error(R"({"messages": [{"role": "user", "content": [1]}]})");
