@@ -76,18 +76,21 @@ inline void prefetch_span(const uint8_t* p, size_t bytes) {
 }
 
 // Offsets within one panel block (panel.h): sub-block scales, Q4_K/Q5_K's mins (int16-pair
-// order) and Q5_K's 5th-bit plane (0: none).
+// order) and Q5_K's 5th-bit plane (0: none). kWideR: rows per prefill tile (k_loop).
 struct Q4K {
   static constexpr GgmlType kType = GgmlType::Q4_K;
   static constexpr size_t kSubs = 8, kHighOff = 0, kScOff = 2048, kMinOff = 2176;
+  static constexpr int kWideR = 4;
 };
 struct Q5K {
   static constexpr GgmlType kType = GgmlType::Q5_K;
   static constexpr size_t kSubs = 8, kHighOff = 2048, kScOff = 2560, kMinOff = 2688;
+  static constexpr int kWideR = 4;
 };
 struct Q6K {
   static constexpr GgmlType kType = GgmlType::Q6_K;
   static constexpr size_t kSubs = 16, kHighOff = 2048, kScOff = 3072, kMinOff = 0;
+  static constexpr int kWideR = 8;
 };
 template <class W>
 struct Layout : W {
@@ -267,8 +270,10 @@ void k_rows(const KArgs& a, size_t p, size_t r, size_t r_end) {
 }
 
 // Row blocks of 64 stay in L2 while the panels stream past. Decode batches (< 4 rows) take
-// 4 panels per tile; larger ones 2 panels x 4 rows, which keeps dot, sumi and acc of every
-// (panel, row) pair in registers (1 panel x 8 rows measured slower).
+// 4 panels per tile; larger ones 2 panels x kWideR rows. Q4_K/Q5_K's 4 rows keep dot, sumi
+// and acc of every (panel, row) pair in registers (1 x 8 and 2 x 8 measured slower); Q6_K,
+// whose unpack costs more per code and is shared by every row, measured faster at 8 rows
+// despite the spills.
 template <class W>
 void k_loop(const KArgs& a, size_t p_begin, size_t p_end, size_t n_rows) {
   constexpr size_t kRowBlock = 64;
@@ -278,7 +283,7 @@ void k_loop(const KArgs& a, size_t p_begin, size_t p_end, size_t n_rows) {
     if (re - rb < 4) {
       for (; p + 4 <= p_end; p += 4) k_rows<W, 4, 3>(a, p, rb, re);
     } else {
-      for (; p + 2 <= p_end; p += 2) k_rows<W, 2, 4>(a, p, rb, re);
+      for (; p + 2 <= p_end; p += 2) k_rows<W, 2, W::kWideR>(a, p, rb, re);
     }
     for (; p < p_end; ++p) k_rows<W, 1, 4>(a, p, rb, re);
   }
