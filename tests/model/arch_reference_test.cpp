@@ -12,6 +12,7 @@
 #include "engine/generate.h"
 #include "kv/kv_cache.h"
 #include "model/llama_model.h"
+#include "teacher_forced.h"
 #include "test_compare.h"
 #include "test_paths.h"
 #include "util/thread_pool.h"
@@ -29,44 +30,7 @@ const json& references() {
   return j;
 }
 
-const json& exact_variant(const json& e) {
-  return e["dequant_f32"].is_null() ? e["kv_f32"] : e["dequant_f32"];
-}
-
-// ln softmax of each logits row wanted: the prompt's last position and every recorded
-// generated token but the last, in one forward pass (block size 16: windows of 16 and 20 skip
-// whole blocks).
-std::vector<std::vector<double>> teacher_forced(LlamaModel& m, Backend& be,
-                                                const std::vector<int32_t>& prompt,
-                                                const std::vector<int32_t>& gen) {
-  std::vector<int32_t> toks = prompt;
-  toks.insert(toks.end(), gen.begin(), gen.end() - 1);
-  const size_t n = toks.size(), bs = 16;
-  KvCache kv(m.config(), (n + bs - 1) / bs, bs);
-  std::vector<int32_t> table((n + bs - 1) / bs), pos(n), rows;
-  std::iota(table.begin(), table.end(), 0);
-  std::iota(pos.begin(), pos.end(), 0);
-  std::vector<const int32_t*> tables(n, table.data());
-  for (size_t r = prompt.size() - 1; r < n; ++r) rows.push_back(static_cast<int32_t>(r));
-  const size_t vocab = static_cast<size_t>(m.config().n_vocab);
-  std::vector<float> logits = test::unwritten_floats(rows.size() * vocab);
-  m.forward(be, ForwardBatch{toks, pos, tables, rows, prompt.size()}, kv, logits.data());
-  std::vector<std::vector<double>> out(rows.size(), std::vector<double>(vocab));
-  for (size_t s = 0; s < rows.size(); ++s) {
-    const float* l = logits.data() + s * vocab;
-    double mx = -INFINITY, sum = 0;
-    for (size_t i = 0; i < vocab; ++i) {
-      if (!std::isfinite(l[i])) {
-        ADD_FAILURE() << "row " << s << " element " << i << ": " << test::describe_bad(l[i]);
-        return {};
-      }
-      mx = std::max(mx, static_cast<double>(l[i]));
-    }
-    for (size_t i = 0; i < vocab; ++i) sum += std::exp(l[i] - mx);
-    for (size_t i = 0; i < vocab; ++i) out[s][i] = l[i] - mx - std::log(sum);
-  }
-  return out;
-}
+using test::exact_variant;
 
 // Worst |lift - llama.cpp| over every recorded top-10 logprob.
 double worst_top10_error(const std::vector<std::vector<double>>& lp, const json& steps) {
@@ -104,10 +68,12 @@ TEST_P(ArchReference, TeacherForcedTop10MatchesExactVariant) {
   const auto prompt = e["prompt_ids"].get<std::vector<int32_t>>();
   const auto gen = v["generated_ids"].get<std::vector<int32_t>>();
   auto cpu = make_cpu_backend(pool, BackendOptions{.quantize_activations = false});
-  EXPECT_LE(worst_top10_error(teacher_forced(*model, *cpu, prompt, gen), v["steps"]), tolerance(e))
+  EXPECT_LE(worst_top10_error(test::teacher_forced_logprobs(*model, *cpu, prompt, gen), v["steps"]),
+            tolerance(e))
       << "cpu backend";
   auto ref = make_reference_backend(BackendOptions{.quantize_activations = false});
-  EXPECT_LE(worst_top10_error(teacher_forced(*model, *ref, prompt, gen), v["steps"]), tolerance(e))
+  EXPECT_LE(worst_top10_error(test::teacher_forced_logprobs(*model, *ref, prompt, gen), v["steps"]),
+            tolerance(e))
       << "reference backend";
 }
 

@@ -17,6 +17,7 @@
 #include <numeric>
 
 #include "engine/generate.h"
+#include "teacher_forced.h"
 #include "test_compare.h"
 #include "test_paths.h"
 #include "util/thread_pool.h"
@@ -54,43 +55,8 @@ bool has_float_weights_only(const json& entry) {
   return true;
 }
 
-const json& exact_variant(const json& e) {
-  return e["dequant_f32"].is_null() ? e["kv_f32"] : e["dequant_f32"];
-}
-
-std::vector<std::vector<double>> teacher_forced_logprobs(LlamaModel& m, Backend& be,
-                                                         const std::vector<int32_t>& prompt,
-                                                         const std::vector<int32_t>& gen) {
-  std::vector<int32_t> toks = prompt;
-  toks.insert(toks.end(), gen.begin(), gen.end() - 1);
-  const size_t n = toks.size(), bs = 16;
-  KvCache kv(m.config(), (n + bs - 1) / bs, bs);
-  std::vector<int32_t> table((n + bs - 1) / bs), pos(n), rows;
-  std::iota(table.begin(), table.end(), 0);
-  std::iota(pos.begin(), pos.end(), 0);
-  std::vector<const int32_t*> tables(n, table.data());
-  for (size_t r = prompt.size() - 1; r < n; ++r) rows.push_back(static_cast<int32_t>(r));
-  const size_t vocab = static_cast<size_t>(m.config().n_vocab);
-  std::vector<float> logits = test::unwritten_floats(rows.size() * vocab);
-  // The prompt as prompt tokens, the recorded continuation as generated ones.
-  m.forward(be, ForwardBatch{toks, pos, tables, rows, prompt.size()}, kv, logits.data());
-  std::vector<std::vector<double>> out(rows.size(), std::vector<double>(vocab));
-  for (size_t s = 0; s < rows.size(); ++s) {
-    const float* l = logits.data() + s * vocab;
-    // A NaN would vanish from the maximum below (and a sentinel left in place with it).
-    for (size_t i = 0; i < vocab; ++i) {
-      if (!std::isfinite(l[i])) {
-        ADD_FAILURE() << "logits row " << s << " element " << i << ": " << test::describe_bad(l[i]);
-        return {};
-      }
-    }
-    double mx = -INFINITY, sum = 0;
-    for (size_t i = 0; i < vocab; ++i) mx = std::max(mx, static_cast<double>(l[i]));
-    for (size_t i = 0; i < vocab; ++i) sum += std::exp(l[i] - mx);
-    for (size_t i = 0; i < vocab; ++i) out[s][i] = l[i] - mx - std::log(sum);
-  }
-  return out;
-}
+using test::exact_variant;
+using test::teacher_forced_logprobs;
 
 TEST(LlamaCppReference, TeacherForcedTop10MatchesDequantF32) {
   int checked = 0;
