@@ -20,6 +20,7 @@
 #include "engine/output_processor.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
+#include "engine/spec_config.h"
 #include "kv/block_manager.h"
 #include "kv/kv_cache.h"
 #include "model/llama_model.h"
@@ -40,6 +41,7 @@ struct EngineConfig {
   int threads = 0;
   BackendOptions backend;
   bool check_invariants = false;  // scheduler and block-manager self-checks every step
+  SpecConfig spec;
 };
 
 struct Submitted {

@@ -34,6 +34,9 @@ struct MemoryRequest {
   std::optional<KvType> kv_type;  // empty: chosen as above
   size_t block_size = 16;
   size_t max_seqs = 64;
+  // Speculative decoding's draft model: its K/V lives in the same blocks (block ids index both
+  // caches), so every block costs the two models' bytes together.
+  const ModelConfig* draft_model = nullptr;
 };
 
 struct MemoryPlan {

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace lift {
@@ -37,6 +38,32 @@ inline std::vector<double> latency_buckets() {
           0.75,  1.0,   2.5,  5.0,  7.5,  10.0, 20.0, 40.0, 80.0};
 }
 
+inline std::vector<double> count_buckets(size_t max) {
+  std::vector<double> b;
+  for (size_t i = 0; i <= max; ++i) b.push_back(static_cast<double>(i));
+  return b;
+}
+
+// Speculative decoding, per proposer (vLLM's spec_decode counters). A draft is one sequence's
+// proposals verified in one step.
+struct SpecDecodeMetrics {
+  std::string proposer;  // empty: speculation off
+  uint64_t drafts = 0;
+  uint64_t draft_tokens = 0;     // proposed
+  uint64_t accepted_tokens = 0;  // of which the target kept
+  // [i]: drafts whose i-th token was accepted (size: --spec-tokens).
+  std::vector<uint64_t> accepted_per_pos;
+  Histogram accepted_length{count_buckets(16)};  // accepted tokens per draft
+  double acceptance_rate() const {
+    return draft_tokens ? static_cast<double>(accepted_tokens) / static_cast<double>(draft_tokens)
+                        : 0.0;
+  }
+  // Tokens a sequence gains per verify step: accepted drafts plus the target's own token.
+  double mean_accepted_length() const {
+    return drafts ? 1.0 + static_cast<double>(accepted_tokens) / static_cast<double>(drafts) : 0.0;
+  }
+};
+
 // Counted per request, not per sample, unless said otherwise (vLLM's meanings).
 struct EngineMetrics {
   // Gauges.
@@ -67,6 +94,7 @@ struct EngineMetrics {
   Histogram inter_token{latency_buckets()};  // between two tokens of one sample
   Histogram e2e{latency_buckets()};          // arrival to the last sample's end (success only)
   Histogram queue_time{latency_buckets()};   // arrival to first scheduling
+  SpecDecodeMetrics spec;
 };
 
 }  // namespace lift

@@ -15,6 +15,10 @@ std::string RequestParams::validate(int vocab_size) const {
   for (int32_t t : stop_token_ids) {
     if (t < 0 || t >= vocab_size) return "stop token id " + std::to_string(t) + " is out of range";
   }
+  if (spec_tokens < -1 || spec_tokens > kMaxSpecTokens) {
+    return "spec_tokens must be in [-1, " + std::to_string(kMaxSpecTokens) + "], got " +
+           std::to_string(spec_tokens);
+  }
   return sampling.validate(vocab_size);
 }
 

@@ -10,6 +10,8 @@
 
 namespace lift {
 
+inline constexpr int kMaxSpecTokens = 16;
+
 struct RequestParams {
   int max_tokens = 16;  // generated tokens per sample, at most
   int min_tokens = 0;   // EOS and stop ids are masked, stop strings not matched, before this many
@@ -21,6 +23,9 @@ struct RequestParams {
   bool logprobs = false;    // report the chosen token's logprob (+ sampling.n_logprobs top)
   int priority =
       0;  // --scheduling-policy priority: lower runs first, ties by arrival; fcfs: ignored
+  // Most draft tokens speculative decoding may verify per step for this request: -1 the
+  // engine's --spec-tokens, 0 no speculation. It never changes greedy output.
+  int spec_tokens = -1;
 
   // Empty when valid for this vocabulary; otherwise what to fix.
   std::string validate(int vocab_size) const;

@@ -31,4 +31,12 @@ constexpr double counter_uniform(uint64_t seed, uint64_t stream, uint64_t counte
   return static_cast<double>(counter_hash(seed, stream, counter) >> 11) * 0x1.0p-53;
 }
 
+// Speculative decoding draws independent uniforms at each (sample, position): the draft's own
+// choice, the accept test and the residual draw after a rejection.
+enum class SpecDraw : uint64_t { draft = 1, accept = 2, residual = 3 };
+constexpr double spec_uniform(uint64_t seed, SpecDraw which, uint64_t stream, uint64_t counter) {
+  return counter_uniform(mix64(seed ^ (static_cast<uint64_t>(which) * 0xd1b54a32d192ed03ULL)),
+                         stream, counter);
+}
+
 }  // namespace lift

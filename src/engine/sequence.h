@@ -50,6 +50,12 @@ struct Sequence {
   bool scheduled_once = false;
   size_t recompute_from = 0;  // after preemption: tokens that were computed before
 
+  // Speculative decoding (engine/proposer.h).
+  size_t spec_k = 0;             // draft tokens the controller allows this step
+  size_t n_draft = 0;            // of tokens' last entries, how many are this step's drafts
+  size_t proposer_computed = 0;  // positions whose K/V the proposer's own model holds
+  double acceptance = -1;        // running acceptance rate of this sequence's drafts (< 0: none)
+
   // Output side.
   std::unique_ptr<StreamDecoder> decoder;
   std::string pending;  // decoded text held back while it could begin a stop string
