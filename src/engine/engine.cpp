@@ -56,7 +56,8 @@ Engine::Engine(LlamaModel& model, const Tokenizer& tokenizer, EngineConfig cfg)
       cfg_(cfg),
       plan_(make_plan(model, cfg)),
       pool_(cfg.threads),
-      backend_(make_cpu_backend(pool_, cfg.backend)),
+      backend_(cfg.reference_backend ? make_reference_backend(cfg.backend)
+                                     : make_cpu_backend(pool_, cfg.backend)),
       kv_(model.config(), plan_.n_blocks, cfg.block_size, plan_.kv_type),
       blocks_(kv_.n_blocks(), cfg.block_size, cfg.prefix_caching),
       scheduler_(with_window(cfg.scheduler, model.config()), blocks_),

@@ -40,7 +40,8 @@ struct EngineConfig {
   bool prefix_caching = true;
   int threads = 0;
   BackendOptions backend;
-  bool check_invariants = false;  // scheduler and block-manager self-checks every step
+  bool reference_backend = false;  // the scalar, double-accumulating kernels (slow; checks)
+  bool check_invariants = false;   // scheduler and block-manager self-checks every step
   SpecConfig spec;
 };
 
