@@ -84,6 +84,26 @@ class Sampler {
                  std::span<const int32_t> prompt, std::span<const int32_t> output,
                  uint64_t sample_index, uint64_t position, SampleResult* result = nullptr);
 
+  // The distribution sample() draws from with these arguments, as vocab_size probabilities
+  // in `probs`: steps 1-5 above, renormalized over the kept tokens, 0 for the others. When
+  // sample() takes the argmax (temperature 0, top_k 1, every logit -inf) it is a point mass
+  // there. `logits` is modified exactly as sample() modifies it. Throws
+  // std::invalid_argument if logits.size() or probs.size() != vocab_size.
+  void distribution(std::span<float> logits, const SamplingParams& params,
+                    std::span<const int32_t> prompt, std::span<const int32_t> output,
+                    std::span<float> probs);
+
+  // Fills `result` for `token` as sample() would from these raw logits (before bias and
+  // penalties): its logprob and the n_logprobs best alternatives. Sanitizes `logits` in
+  // place (step 1). For a caller that chose the token by other means (the spec verifier).
+  static void raw_logprobs(std::span<float> logits, int n_logprobs, int32_t token,
+                           SampleResult* result);
+
+  // True when sample() takes the argmax for these params and draws no random number.
+  static bool is_greedy(const SamplingParams& params) {
+    return params.temperature <= 0.0f || params.top_k == 1;
+  }
+
  private:
   struct Candidate {
     float value;  // logit while selecting top-k, then unnormalized probability
