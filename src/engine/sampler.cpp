@@ -88,6 +88,11 @@ inline size_t prob_bucket(float p) {
 
 inline bool in_vocab(int32_t t, int vocab) { return t >= 0 && t < vocab; }
 
+// log softmax of a raw logit given the raw log-sum-exp, as float.
+inline float token_logprob(float raw, double lse) {
+  return raw == kNegInf ? kNegInf : static_cast<float>(static_cast<double>(raw) - lse);
+}
+
 }  // namespace
 
 std::string SamplingParams::validate(int vocab_size) const {
@@ -317,8 +322,8 @@ size_t Sampler::top_p_cut(size_t n, bool sorted, double target) {
   return k != 0 ? k : n;
 }
 
-int32_t Sampler::sample_from_distribution(const float* logits, float max_logit,
-                                          const SamplingParams& params, double uniform) {
+size_t Sampler::keep_candidates(const float* logits, float max_logit,
+                                const SamplingParams& params) {
   Candidate* c = candidates_.data();
   const size_t vocab = static_cast<size_t>(vocab_size_);
   const float inv_t = 1.0f / params.temperature;
@@ -359,9 +364,20 @@ int32_t Sampler::sample_from_distribution(const float* logits, float max_logit,
   if (params.top_p < 1.0f) {
     n = top_p_cut(n, sorted, static_cast<double>(params.top_p) * total);
   }
+  return n;
+}
 
+double Sampler::kept_mass(size_t n) const {
   double kept_total = 0.0;
-  for (size_t i = 0; i < n; ++i) kept_total += static_cast<double>(c[i].value);
+  for (size_t i = 0; i < n; ++i) kept_total += static_cast<double>(candidates_[i].value);
+  return kept_total;
+}
+
+int32_t Sampler::sample_from_distribution(const float* logits, float max_logit,
+                                          const SamplingParams& params, double uniform) {
+  const size_t n = keep_candidates(logits, max_logit, params);
+  const Candidate* c = candidates_.data();
+  const double kept_total = kept_mass(n);
   const double target = uniform * kept_total;
   double cum = 0.0;
   for (size_t i = 0; i < n; ++i) {
@@ -371,42 +387,79 @@ int32_t Sampler::sample_from_distribution(const float* logits, float max_logit,
   return c[n - 1].id;  // rounding left target at the very top
 }
 
+size_t Sampler::process(float* x, const SamplingParams& params, std::span<const int32_t> prompt,
+                        std::span<const int32_t> output, SampleResult* result, double* raw_lse) {
+  const size_t vocab = static_cast<size_t>(vocab_size_);
+  const float raw_max = sanitize_and_max(x, vocab);
+  if (result != nullptr)
+    *raw_lse = raw_logsumexp_and_top(x, vocab, raw_max, params.n_logprobs, result);
+  apply_bias_and_penalties(x, params, prompt, output);
+  // Lowest id on ties. If every token is -inf there is nothing to sample and token 0 wins.
+  return argmax(x, vocab);
+}
+
 int32_t Sampler::sample(std::span<float> logits, const SamplingParams& params,
                         std::span<const int32_t> prompt, std::span<const int32_t> output,
                         uint64_t sample_index, uint64_t position, SampleResult* result) {
-  if (logits.size() != static_cast<size_t>(vocab_size_))
-    throw std::invalid_argument("Sampler::sample: logits size " + std::to_string(logits.size()) +
-                                " != vocab size " + std::to_string(vocab_size_));
+  check_size("Sampler::sample: logits", logits.size());
   float* x = logits.data();
-  const size_t vocab = logits.size();
-
   double raw_lse = 0.0;
-  {
-    const float raw_max = sanitize_and_max(x, vocab);
-    if (result != nullptr)
-      raw_lse = raw_logsumexp_and_top(x, vocab, raw_max, params.n_logprobs, result);
-  }
-
-  apply_bias_and_penalties(x, params, prompt, output);
-
-  // Argmax of the processed logits, lowest id on ties. If every token is -inf there is
-  // nothing to sample and token 0 comes back.
-  const size_t best = argmax(x, vocab);
+  const size_t best = process(x, params, prompt, output, result, &raw_lse);
   int32_t token = static_cast<int32_t>(best);
   const float max_logit = x[best];
-  if (params.temperature > 0.0f && params.top_k != 1 && max_logit > kNegInf) {
+  if (!is_greedy(params) && max_logit > kNegInf) {
     token = sample_from_distribution(x, max_logit, params,
                                      counter_uniform(params.seed, sample_index, position));
   }
 
   if (result != nullptr) {
     result->token = token;
-    const float raw = raw_logit(x, token);
-    result->logprob =
-        raw == kNegInf ? kNegInf : static_cast<float>(static_cast<double>(raw) - raw_lse);
+    result->logprob = token_logprob(raw_logit(x, token), raw_lse);
   }
   clear_marks(params, prompt, output);
   return token;
+}
+
+void Sampler::distribution(std::span<float> logits, const SamplingParams& params,
+                           std::span<const int32_t> prompt, std::span<const int32_t> output,
+                           std::span<float> probs) {
+  check_size("Sampler::distribution: logits", logits.size());
+  check_size("Sampler::distribution: probs", probs.size());
+  float* x = logits.data();
+  const size_t best = process(x, params, prompt, output, nullptr, nullptr);
+  std::fill(probs.begin(), probs.end(), 0.0f);
+  const float max_logit = x[best];
+  if (!is_greedy(params) && max_logit > kNegInf) {
+    // The very candidates and mass sample_from_distribution draws from.
+    const size_t n = keep_candidates(x, max_logit, params);
+    const double total = kept_mass(n);
+    for (size_t i = 0; i < n; ++i) {
+      const Candidate& c = candidates_[i];
+      probs[static_cast<size_t>(c.id)] = static_cast<float>(static_cast<double>(c.value) / total);
+    }
+  } else {
+    probs[best] = 1.0f;
+  }
+  clear_marks(params, prompt, output);
+}
+
+void Sampler::raw_logprobs(std::span<float> logits, int n_logprobs, int32_t token,
+                           SampleResult* result) {
+  if (!in_vocab(token, static_cast<int>(logits.size())))
+    throw std::invalid_argument("Sampler::raw_logprobs: token " + std::to_string(token) +
+                                " is outside the vocabulary [0, " + std::to_string(logits.size()) +
+                                ")");
+  float* x = logits.data();
+  const float raw_max = sanitize_and_max(x, logits.size());
+  const double lse = raw_logsumexp_and_top(x, logits.size(), raw_max, n_logprobs, result);
+  result->token = token;
+  result->logprob = token_logprob(x[token], lse);
+}
+
+void Sampler::check_size(const char* what, size_t n) const {
+  if (n != static_cast<size_t>(vocab_size_))
+    throw std::invalid_argument(std::string(what) + " size " + std::to_string(n) +
+                                " != vocab size " + std::to_string(vocab_size_));
 }
 
 }  // namespace lift

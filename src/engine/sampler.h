@@ -101,7 +101,7 @@ class Sampler {
 
   // True when sample() takes the argmax for these params and draws no random number.
   static bool is_greedy(const SamplingParams& params) {
-    return params.temperature <= 0.0f || params.top_k == 1;
+    return !(params.temperature > 0.0f) || params.top_k == 1;
   }
 
  private:
@@ -110,6 +110,14 @@ class Sampler {
     int32_t id;
   };
 
+  // Steps 1-4 on x (and the raw logprobs into result, when non-null), then the argmax.
+  // marks_ stay set for raw_logit() until clear_marks().
+  size_t process(float* x, const SamplingParams& params, std::span<const int32_t> prompt,
+                 std::span<const int32_t> output, SampleResult* result, double* raw_lse);
+  void check_size(const char* what, size_t n) const;
+  // Steps 5's kept set (top-k, min-p, top-p) in candidates_[0, n), unnormalized; returns n.
+  size_t keep_candidates(const float* logits, float max_logit, const SamplingParams& params);
+  double kept_mass(size_t n) const;
   void apply_bias_and_penalties(float* logits, const SamplingParams& params,
                                 std::span<const int32_t> prompt, std::span<const int32_t> output);
   void save_raw(const float* logits, int32_t token);
