@@ -301,8 +301,10 @@ TEST(SpecVerifyChiSquare, BrokenRulesAreDetected) {
     return draw_from(scratch, spec_uniform(sp.seed, SpecDraw::residual, stream, 4));
   };
   for (const DraftCase& c : draft_cases(p)) {
-    if (c.name == "near") continue;  // too close to p for these broken rules to show
     for (const Rule* rule : {&accept_always, &residual_is_p}) {
+      // Near p, rejections are rare and their draw from p is close to the residual's
+      // mass anyway: too small an error for 20000 trials to show by a wide margin.
+      if (rule == &residual_is_p && c.name == "near") continue;
       std::vector<int> counts = frequencies(params, c, kTrials, *rule);
       // Drafts on tokens p excludes would fail outright; fold them into the stat instead.
       double stat = 0.0;
