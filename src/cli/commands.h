@@ -11,6 +11,7 @@ using Runner = std::function<int()>;
 
 Runner add_generate(CLI::App& app);
 Runner add_make_model(CLI::App& app);
+Runner add_make_draft(CLI::App& app);
 Runner add_bench(CLI::App& app);
 Runner add_serve(CLI::App& app);
 Runner add_chat(CLI::App& app);

@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
     };
     add(lift::cli::add_generate);
     add(lift::cli::add_make_model);
+    add(lift::cli::add_make_draft);
     add(lift::cli::add_bench);
     add(lift::cli::add_serve);
     add(lift::cli::add_chat);

@@ -40,6 +40,11 @@ size_t sequence_blocks(size_t n_tokens, size_t block_size, size_t window, size_t
   return std::min(all, div_up(window - 1 + std::max<size_t>(chunk, 1), block_size) + 1);
 }
 
+size_t pool_bytes_per_token(const ModelConfig& model, const ModelConfig* draft, KvType type) {
+  return KvCache::bytes_per_token(model, type) +
+         (draft ? KvCache::bytes_per_token(*draft, type) : 0);
+}
+
 size_t mem_available_bytes() {
   std::ifstream in("/proc/meminfo");
   std::string key;
@@ -67,9 +72,8 @@ MemoryPlan plan_memory(const ModelConfig& model, size_t weight_bytes, const Memo
   p.max_model_len =
       req.max_model_len > 0 ? req.max_model_len : std::min(context, kDefaultMaxModelLen);
   p.seq_blocks = sequence_blocks(p.max_model_len, req.block_size, window, prefill_chunk);
-  const auto seq_bytes = [&](KvType t) {
-    return p.seq_blocks * req.block_size * KvCache::bytes_per_token(model, t);
-  };
+  const auto per_token = [&](KvType t) { return pool_bytes_per_token(model, req.draft_model, t); };
+  const auto seq_bytes = [&](KvType t) { return p.seq_blocks * req.block_size * per_token(t); };
 
   // An automatic budget is a share of what the machine has left after the weights (already
   // loaded, and perhaps counted in MemAvailable as page cache: subtracting them again errs on
@@ -85,8 +89,7 @@ MemoryPlan plan_memory(const ModelConfig& model, size_t weight_bytes, const Memo
     spare = static_cast<size_t>(static_cast<double>(spare) * kMemoryFraction);
   }
   const auto budget_for = [&](KvType t) {
-    if (req.kv_blocks > 0)
-      return req.kv_blocks * req.block_size * KvCache::bytes_per_token(model, t);
+    if (req.kv_blocks > 0) return req.kv_blocks * req.block_size * per_token(t);
     if (req.kv_cache_bytes > 0) return req.kv_cache_bytes;
     return std::min(spare, req.max_seqs * seq_bytes(t));
   };
@@ -108,6 +111,9 @@ MemoryPlan plan_memory(const ModelConfig& model, size_t weight_bytes, const Memo
                      (fit >= want ? "at least " : "fewer than ") + std::to_string(want);
   }
   p.budget_bytes = budget_for(p.kv_type);
+  p.bytes_per_token = per_token(p.kv_type);
+  p.draft_bytes_per_token =
+      req.draft_model ? KvCache::bytes_per_token(*req.draft_model, p.kv_type) : 0;
   if (req.kv_blocks > 0) {
     p.budget_from = "a pool of " + std::to_string(req.kv_blocks) + " blocks";
   } else if (!auto_budget) {
@@ -119,9 +125,8 @@ MemoryPlan plan_memory(const ModelConfig& model, size_t weight_bytes, const Memo
                   format_bytes(weight_bytes).c_str(), req.max_seqs);
     p.budget_from = std::string(buf) + " full-length sequences (--max-seqs)";
   }
-  p.n_blocks = req.kv_blocks > 0
-                   ? req.kv_blocks
-                   : KvCache::blocks_for_budget(model, p.kv_type, req.block_size, p.budget_bytes);
+  p.n_blocks =
+      req.kv_blocks > 0 ? req.kv_blocks : p.budget_bytes / (p.bytes_per_token * req.block_size);
   if (p.n_blocks >= p.seq_blocks) return p;
 
   // A default max-model-len shrinks to what the pool holds (vLLM's proposed "auto"), so a
@@ -135,7 +140,8 @@ MemoryPlan plan_memory(const ModelConfig& model, size_t weight_bytes, const Memo
     return p;
   }
   throw Error("the KV cache (" + format_bytes(p.budget_bytes) + ", " + p.budget_from + ") holds " +
-              tokens(holds) + " of " + kv_type_name(p.kv_type) + " K/V, but one " +
+              tokens(holds) + " of " + kv_type_name(p.kv_type) + " K/V" +
+              (req.draft_model ? " (the model's and the draft model's)" : "") + ", but one " +
               "sequence of --max-model-len " + std::to_string(p.max_model_len) + " needs " +
               tokens(p.seq_blocks * req.block_size) + " (" + format_bytes(seq_bytes(p.kv_type)) +
               "); raise --kv-cache-memory or lower --max-model-len (-c)" +

@@ -11,6 +11,8 @@
 //                  full-length sequences take;
 //   K/V type       f32 (exact, see docs/exactness.md), except with that automatic budget when
 //                  it holds fewer than kAutoF32Sequences full-length sequences in f32: f16.
+// With a draft model every block also holds the draft's K/V for the same positions, so every
+// byte count above is per token of both models together.
 // A max-model-len the user gives that the pool cannot hold once is a start-up error.
 #pragma once
 
@@ -49,6 +51,10 @@ struct MemoryPlan {
   std::string budget_from;         // "--kv-cache-memory", "--kv-blocks" or the machine's numbers
   std::string kv_type_from;        // "--kv-type" or why auto chose it
   std::string max_model_len_note;  // set when the default was lowered to fit the pool
+  // K/V bytes one token costs in the pool, the draft model's (MemoryRequest::draft_model)
+  // included; draft_bytes_per_token is that share (0 without a draft).
+  size_t bytes_per_token = 0;
+  size_t draft_bytes_per_token = 0;
 
   // Full-length sequences the pool holds at once.
   size_t full_sequences() const { return n_blocks / seq_blocks; }
@@ -58,6 +64,9 @@ struct MemoryPlan {
 // every layer (window > 0), those its last window positions span during a prefill chunk of
 // up to `chunk` tokens.
 size_t sequence_blocks(size_t n_tokens, size_t block_size, size_t window = 0, size_t chunk = 0);
+
+// K/V bytes per token of the pool: the model's, plus the draft's when there is one.
+size_t pool_bytes_per_token(const ModelConfig& model, const ModelConfig* draft, KvType type);
 
 // mem_available: bytes the machine can still give (MemAvailable), 0 when unknown, in which case
 // an automatic budget is refused. Throws lift::Error naming the numbers and the flags to change

@@ -131,6 +131,41 @@ TEST(MemoryPlan, SlidingWindowOnEveryLayerBoundsASequenceByItsWindow) {
   EXPECT_EQ(plan_memory(m, 0, r, 0, 64).max_model_len, 7u * 16);
 }
 
+TEST(MemoryPlan, ADraftModelsKvSharesEveryBlock) {
+  // Llama 3.1 8B with a 1-layer draft of the same attention shape: 33 layers of K/V per token.
+  ModelConfig draft = llama31_8b();
+  draft.n_layers = 1;
+  MemoryRequest r;
+  r.kv_cache_bytes = 3 * kGiB;
+  r.kv_type = KvType::f16;
+  const MemoryPlan alone = plan_memory(llama31_8b(), 0, r, 0);
+  EXPECT_EQ(alone.bytes_per_token, 128u * 1024);
+  EXPECT_EQ(alone.draft_bytes_per_token, 0u);
+  r.draft_model = &draft;
+  const MemoryPlan p = plan_memory(llama31_8b(), 0, r, 0);
+  EXPECT_EQ(p.draft_bytes_per_token, 4096u);
+  EXPECT_EQ(p.bytes_per_token, 33u * 4096);
+  EXPECT_EQ(p.n_blocks, 3 * kGiB / (33 * 4096 * 16));
+  EXPECT_LT(p.n_blocks, alone.n_blocks);
+
+  // The automatic f32/f16 choice and the one-sequence check count both models.
+  r.kv_cache_bytes = 0;
+  r.kv_type.reset();
+  ModelConfig big_draft = llama31_8b();  // as much K/V as the target: half the sequences fit
+  r.draft_model = &big_draft;
+  const size_t avail = 36 * kGiB;  // half of it: 18 GiB, 9 f32 sequences of the 8B alone
+  EXPECT_EQ(plan_memory(llama31_8b(), 0, MemoryRequest{}, avail).kv_type, KvType::f32);
+  EXPECT_EQ(plan_memory(llama31_8b(), 0, r, avail).kv_type, KvType::f16);
+  r.kv_cache_bytes = 2 * kGiB;  // 8192 tokens of f32 K/V for the 8B alone, 4096 with the draft
+  r.max_model_len = 8192;
+  MemoryRequest without = r;
+  without.draft_model = nullptr;
+  EXPECT_EQ(error_of(llama31_8b(), without), "");
+  const std::string e = error_of(llama31_8b(), r);
+  EXPECT_NE(e.find("holds 4096 tokens"), std::string::npos) << e;
+  EXPECT_NE(e.find("draft model"), std::string::npos) << e;
+}
+
 TEST(MemoryPlan, FormatsBytes) {
   EXPECT_EQ(format_bytes(512), "512 B");
   EXPECT_EQ(format_bytes(3 * 1024 * 1024 / 2), "1.5 MiB");
