@@ -31,8 +31,8 @@ std::string quoted(std::string_view s) {
   return out + "'";
 }
 
-// The draft's config, once it is known to be able to serve the target.
-const ModelConfig& checked_draft(const LlamaModel& draft, const LlamaModel& target) {
+// Throws unless the draft can serve the target; returns the target's EOS id (for min_tokens).
+int32_t checked_eos(const LlamaModel& draft, const LlamaModel& target) {
   const ModelConfig &d = draft.config(), &t = target.config();
   for (const auto& [who, cfg] : {std::pair{"target", &t}, std::pair{"draft", &d}}) {
     if (cfg->kv_window() > 0) {
@@ -64,10 +64,8 @@ const ModelConfig& checked_draft(const LlamaModel& draft, const LlamaModel& targ
                   std::to_string(static_cast<int>(tv.type(id))) + " in the target" + pair);
     }
   }
-  return d;
+  return tv.eos_id();
 }
-
-int32_t target_eos(const LlamaModel& target) { return Vocab::from_gguf(target.file()).eos_id(); }
 
 bool finishes(const RequestParams& p, int32_t eos_id, int32_t token) {
   if (token == eos_id && !p.ignore_eos) return true;
@@ -80,11 +78,11 @@ bool finishes(const RequestParams& p, int32_t eos_id, int32_t token) {
 DraftModelProposer::DraftModelProposer(LlamaModel& draft, const LlamaModel& target,
                                        Backend& backend, size_t n_blocks, size_t block_size,
                                        KvType kv_type)
-    : draft_(draft),
+    : eos_id_(checked_eos(draft, target)),
+      draft_(draft),
       backend_(backend),
-      kv_(checked_draft(draft, target), n_blocks, block_size, kv_type),
+      kv_(draft.config(), n_blocks, block_size, kv_type),
       sampler_(draft.config().n_vocab),
-      eos_id_(target_eos(target)),
       vocab_(static_cast<size_t>(draft.config().n_vocab)),
       prior_pass_seconds_(static_cast<double>(draft.weight_bytes()) / kPriorBytesPerSecond) {}
 

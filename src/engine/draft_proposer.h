@@ -74,11 +74,11 @@ class DraftModelProposer : public Proposer {
   void record_pass(size_t rows, double seconds);
   static size_t cost_bucket(size_t rows);
 
+  int32_t eos_id_;  // first: set by the checks, before the K/V is allocated
   LlamaModel& draft_;
   Backend& backend_;
   KvCache kv_;
   Sampler sampler_;
-  int32_t eos_id_ = -1;
   size_t vocab_ = 0;
   std::vector<Slot> slots_;
   std::vector<int32_t> tokens_, positions_, logit_rows_;
