@@ -260,20 +260,37 @@ std::vector<int> frequencies(const SamplingParams& params, const DraftCase& c, i
 
 constexpr int kTrials = 20000;
 
+// Also the acceptance rate: beta = sum_x min(p(x), q(x)) (p(x) for a point mass at x),
+// within the two-sided 0.999 normal interval (z^2 is the chi-square quantile for 1 dof).
 TEST(SpecVerifyChiSquare, FirstTokenFollowsTargetForEveryDraft) {
   Sampler sampler(kSmallVocab);
   SpecVerifier verifier(sampler);
+  int n_accepted = 0, n_flag_wrong = 0;  // accepted flags that disagree with t == draft
   const Rule rule = [&](const SamplingParams& params, uint64_t stream, int32_t draft,
                         std::span<const float> q) {
     std::vector<float> logits = kTargetLogits;
     bool accepted = false;
-    return verifier.verify(logits, params, kPrompt, kOutput, stream, 4, draft, q, &accepted);
+    const int32_t t =
+        verifier.verify(logits, params, kPrompt, kOutput, stream, 4, draft, q, &accepted);
+    n_flag_wrong += accepted != (t == draft);
+    n_accepted += accepted;
+    return t;
   };
+  const double z = std::sqrt(chi_square_quantile(1, 0.999));
   for (const SamplingParams& params : option_sets()) {
     const std::vector<float> p = target_distribution(sampler, params);
     for (const DraftCase& c : draft_cases(p)) {
+      n_accepted = n_flag_wrong = 0;
       const ChiSquare x = chi_square(frequencies(params, c, kTrials, rule), p, kTrials);
       EXPECT_LT(x.stat, x.bound()) << c.name << " T=" << params.temperature << " dof=" << x.dof;
+
+      double beta = 0.0;
+      for (size_t i = 0; i < p.size(); ++i)
+        beta += c.q.empty() ? (static_cast<int32_t>(i) == c.point ? p[i] : 0.0f)
+                            : std::min(p[i], c.q[i]);
+      const double sd = std::sqrt(kTrials * beta * (1.0 - beta));
+      EXPECT_NEAR(n_accepted, kTrials * beta, z * sd + 1.0) << c.name;
+      EXPECT_EQ(n_flag_wrong, 0) << c.name;
     }
   }
 }
