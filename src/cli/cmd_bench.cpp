@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/engine_options.h"
 #include "cli/joining_thread.h"
+#include "cli/spec_report.h"
 #include "cli/timing.h"
 #include "engine/engine.h"
 #include "util/error.h"
@@ -43,11 +44,16 @@ struct ThroughputOptions {
   EngineOptions engine;
 };
 
-nlohmann::json run_throughput(LlamaModel& model, const Tokenizer& tok, const ThroughputOptions& o,
-                              const std::string& policy) {
+struct ThroughputRun {
+  nlohmann::json result;
+  SpecDecodeMetrics spec;
+};
+
+ThroughputRun run_throughput(LlamaModel& model, LlamaModel* draft, const Tokenizer& tok,
+                             const ThroughputOptions& o, const std::string& policy) {
   EngineOptions eo = o.engine;
   eo.scheduler = policy;
-  EngineConfig cfg = eo.to_config();
+  EngineConfig cfg = eo.to_config(draft);
   if (policy == "static") cfg.scheduler.max_seqs = std::min<size_t>(cfg.scheduler.max_seqs, 64);
   Engine engine(model, tok, cfg);
   std::mt19937_64 rng(o.seed);
@@ -78,19 +84,23 @@ nlohmann::json run_throughput(LlamaModel& model, const Tokenizer& tok, const Thr
   }
   const auto m = engine.metrics();
   const double in_tokens = static_cast<double>(o.num_prompts) * o.input_len;
-  return {{"scheduler", policy},
-          {"requests", o.num_prompts},
-          {"input_len", o.input_len},
-          {"output_len", o.output_len},
-          {"elapsed_s", elapsed},
-          {"requests_per_s", o.num_prompts / elapsed},
-          {"output_tokens_per_s", static_cast<double>(out_tokens) / elapsed},
-          {"total_tokens_per_s", (in_tokens + static_cast<double>(out_tokens)) / elapsed},
-          {"steps", m.steps},
-          {"preemptions", m.preemptions}};
+  nlohmann::json r = {
+      {"scheduler", policy},
+      {"requests", o.num_prompts},
+      {"input_len", o.input_len},
+      {"output_len", o.output_len},
+      {"elapsed_s", elapsed},
+      {"requests_per_s", o.num_prompts / elapsed},
+      {"output_tokens_per_s", static_cast<double>(out_tokens) / elapsed},
+      {"total_tokens_per_s", (in_tokens + static_cast<double>(out_tokens)) / elapsed},
+      {"steps", m.steps},
+      {"preemptions", m.preemptions},
+      {"spec", spec_json(m.spec)}};
+  return {std::move(r), m.spec};
 }
 
 int throughput(const ThroughputOptions& o) {
+  const std::unique_ptr<LlamaModel> draft = o.engine.load_draft_model();
   auto model = LlamaModel::load(o.model);
   const Tokenizer tok = Tokenizer::from_gguf(model->file());
   std::vector<std::string> policies;
@@ -101,7 +111,7 @@ int throughput(const ThroughputOptions& o) {
   }
   size_t max_len = 0;
   {
-    Engine probe(*model, tok, o.engine.to_config());
+    Engine probe(*model, tok, o.engine.to_config(draft.get()));
     print_memory_plan(probe);
     max_len = probe.max_model_len();
   }
@@ -117,11 +127,12 @@ int throughput(const ThroughputOptions& o) {
               "output_tok/s", "total_tok/s", "steps");
   nlohmann::json all = nlohmann::json::array();
   for (const auto& p : policies) {
-    const auto r = run_throughput(*model, tok, o, p);
+    const auto [r, spec] = run_throughput(*model, draft.get(), tok, o, p);
     std::printf("%-11s %9.2f %10.2f %14.1f %14.1f %8llu\n", p.c_str(), r["elapsed_s"].get<double>(),
                 r["requests_per_s"].get<double>(), r["output_tokens_per_s"].get<double>(),
                 r["total_tokens_per_s"].get<double>(),
                 static_cast<unsigned long long>(r["steps"].get<uint64_t>()));
+    if (!spec.proposer.empty()) std::printf("  %s\n", spec_summary(spec).c_str());
     std::fflush(stdout);
     all.push_back(r);
   }
@@ -225,12 +236,12 @@ void check_hol_fits(const HolOptions& o, int context) {
   }
 }
 
-HolResult run_hol(LlamaModel& model, const Tokenizer& tok, const HolOptions& o,
+HolResult run_hol(LlamaModel& model, LlamaModel* draft, const Tokenizer& tok, const HolOptions& o,
                   size_t prefill_chunk) {
   EngineOptions eo = o.engine;
   eo.max_prefill_chunk = prefill_chunk;
   eo.max_batched_tokens = std::max(eo.max_batched_tokens, prefill_chunk);
-  Engine engine(model, tok, eo.to_config());
+  Engine engine(model, tok, eo.to_config(draft));
   engine.start();
   std::mt19937_64 rng(1);
   const int vocab = model.config().n_vocab;
@@ -296,15 +307,16 @@ HolResult run_hol(LlamaModel& model, const Tokenizer& tok, const HolOptions& o,
 }
 
 int hol(const HolOptions& o) {
+  const std::unique_ptr<LlamaModel> draft = o.engine.load_draft_model();
   auto model = LlamaModel::load(o.model);
   const Tokenizer tok = Tokenizer::from_gguf(model->file());
   {
-    Engine probe(*model, tok, o.engine.to_config());
+    Engine probe(*model, tok, o.engine.to_config(draft.get()));
     print_memory_plan(probe);
     check_hol_fits(o, static_cast<int>(probe.max_model_len()));
   }
-  const auto capped = run_hol(*model, tok, o, o.engine.max_prefill_chunk);
-  const auto uncapped = run_hol(*model, tok, o, 2048);
+  const auto capped = run_hol(*model, draft.get(), tok, o, o.engine.max_prefill_chunk);
+  const auto uncapped = run_hol(*model, draft.get(), tok, o, 2048);
   auto row = [](const char* name, const HolResult& r) {
     std::printf(
         "%-22s short TTFT %8.1f ms  median step %7.1f ms  TTFT/step %5.2f  "

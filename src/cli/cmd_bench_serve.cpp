@@ -2,7 +2,10 @@
 // another's). Streams /v1/completions at a fixed concurrency or with Poisson arrivals and
 // reports, as `vllm bench serve` does, request and token throughput and the mean, median
 // and p99 of TTFT, TPOT, ITL and end-to-end latency; a sweep over concurrencies also draws
-// a latency-versus-throughput chart.
+// a latency-versus-throughput chart. Where the server's /metrics has speculative decoding's
+// counters (lift's or vLLM's), each level reports its drafts, acceptance rate and mean accepted
+// length; --spec-tokens sends lift's per-request spec_tokens (0: speculation off), so one server
+// started with --spec compares both.
 #include <httplib.h>
 #include <unistd.h>
 
@@ -22,7 +25,9 @@
 
 #include "cli/commands.h"
 #include "cli/joining_thread.h"
+#include "cli/spec_report.h"
 #include "cli/timing.h"
+#include "server/prometheus.h"
 #include "util/bench_stats.h"
 #include "util/error.h"
 
@@ -45,7 +50,8 @@ struct ServeBenchOptions {
   int num_prompts = 32;
   int input_len = 128;
   int output_len = 64;
-  int vocab = 512;  // prompt token ids are drawn from [3, vocab)
+  int vocab = 512;       // prompt token ids are drawn from [3, vocab)
+  int spec_tokens = -1;  // sent as spec_tokens when >= 0
   std::string dataset;
   std::string model;
   std::string api_key;
@@ -188,6 +194,15 @@ RequestResult send_one(httplib::Client& cli, const Target& t, const std::string&
   return r;
 }
 
+// The server's speculative-decoding counters so far; empty (no proposer) when /metrics is
+// missing or has none.
+SpecDecodeMetrics scrape_spec(const Target& t) {
+  auto cli = make_client(t);
+  auto res = cli->Get(t.prefix + "/metrics", t.headers);
+  if (!res || res->status != 200) return {};
+  return parse_spec_decode(res->body);
+}
+
 // The first model the server lists, or "" if it lists none.
 std::string discover_model(const Target& t) {
   auto cli = make_client(t);
@@ -236,7 +251,9 @@ std::vector<std::string> make_bodies(const ServeBenchOptions& o, const std::stri
                        {"ignore_eos", true},
                        {"stream", true},
                        {"stream_options", {{"include_usage", true}}}};
-    bodies.push_back(body.dump());
+    json b = body;
+    if (o.spec_tokens >= 0) b["spec_tokens"] = o.spec_tokens;
+    bodies.push_back(b.dump());
   }
   return bodies;
 }
@@ -322,7 +339,7 @@ std::string rate_text(double rate) {
   return b;
 }
 
-void print_level(const Level& level, const bench::LevelMetrics& m) {
+void print_level(const Level& level, const bench::LevelMetrics& m, const SpecDecodeMetrics& spec) {
   const auto line = [](const char* name, double v) { std::printf("%-40s%12.2f\n", name, v); };
   const auto count = [](const char* name, long v) { std::printf("%-40s%12ld\n", name, v); };
   const auto section = [](const char* title) {
@@ -353,6 +370,14 @@ void print_level(const Level& level, const bench::LevelMetrics& m) {
   block("Time per Output Token (excl. 1st token)", "TPOT", m.tpot);
   block("Inter-token Latency", "ITL", m.itl);
   block("End-to-end Latency", "E2EL", m.e2el);
+  if (!spec.proposer.empty()) {
+    section(("Speculative Decoding (" + spec.proposer + ")").c_str());
+    count("Drafts:", static_cast<long>(spec.drafts));
+    count("Draft tokens:", static_cast<long>(spec.draft_tokens));
+    count("Accepted tokens:", static_cast<long>(spec.accepted_tokens));
+    line("Acceptance rate (%):", 100.0 * spec.acceptance_rate());
+    line("Mean accepted length (tokens/step):", spec.mean_accepted_length());
+  }
   if (!m.failures.empty()) {
     section("Failures");
     for (const auto& [reason, n] : m.failures) std::printf("%6d x %s\n", n, reason.c_str());
@@ -457,9 +482,11 @@ int run_serve_bench(const ServeBenchOptions& o) {
     const Level& level = levels[li];
     const auto bodies = make_bodies(o, model, dataset, dataset_pos, o.num_prompts, rng);
     dataset_pos += static_cast<size_t>(o.num_prompts);
+    const SpecDecodeMetrics spec_before = scrape_spec(t);
     const LevelRun run = run_level(t, level, bodies, o.output_len, o.seed + li, progress);
+    const SpecDecodeMetrics spec = spec_delta(scrape_spec(t), spec_before);
     const bench::LevelMetrics m = bench::compute_metrics(run.results, run.duration);
-    print_level(level, m);
+    print_level(level, m, spec);
     if (m.completed == 0) any_empty = true;
     metrics.push_back(m);
 
@@ -467,6 +494,7 @@ int run_serve_bench(const ServeBenchOptions& o) {
               {"max_concurrency", level.concurrency > 0 ? json(level.concurrency) : json(nullptr)},
               {"request_rate", std::isinf(level.rate) ? json("inf") : json(level.rate)}};
     j.update(bench::metrics_json(m));
+    j["spec"] = spec_json(spec);
     runs.push_back(j);
     json ttfts = json::array(), e2els = json::array(), itls = json::array(), lens = json::array(),
          errors = json::array();
@@ -493,6 +521,7 @@ int run_serve_bench(const ServeBenchOptions& o) {
                      {"num_prompts", o.num_prompts},
                      {"input_len", dataset.empty() ? json(o.input_len) : json(nullptr)},
                      {"output_len", o.output_len},
+                     {"spec_tokens", o.spec_tokens >= 0 ? json(o.spec_tokens) : json(nullptr)},
                      {"seed", o.seed}};
   json line = head;
   line["runs"] = runs;
@@ -556,6 +585,10 @@ void add_bench_serve(CLI::App* bench, std::function<int()>& run) {
   c->add_option("--vocab", o->vocab, "Random prompt ids are drawn from [3, vocab)")
       ->check(CLI::Range(4, 1 << 30));
   c->add_option("--dataset", o->dataset, "Prompts as text, one per line (instead of random ids)");
+  c->add_option("--spec-tokens", o->spec_tokens,
+                "Send spec_tokens (lift's extension): most draft tokens per step for each "
+                "request, 0 = no speculation (default: not sent, the server's --spec-tokens)")
+      ->check(CLI::Range(0, 16));
   c->add_option("--model", o->model, "Model name to send (default: the server's first model)");
   c->add_option("--api-key", o->api_key, "Bearer key");
   c->add_option("--seed", o->seed, "Seed of the prompts and arrival times");

@@ -1,6 +1,7 @@
 // lift chat: a terminal conversation using the model's chat template. Each turn resubmits the
 // whole conversation; the prefix cache keeps the earlier turns' K/V, so only the new turn is
-// computed. Reads stdin line by line, so it can be scripted; /reset starts over, /exit quits.
+// computed. Replies stream as the engine steps. Reads stdin line by line, so it can be
+// scripted; /reset starts over, /exit quits.
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -28,10 +29,11 @@ struct ChatOptions {
 };
 
 int run_chat(const ChatOptions& o) {
+  const std::unique_ptr<LlamaModel> draft = o.engine.load_draft_model();
   auto model = LlamaModel::load(o.model);
   const Tokenizer tok = Tokenizer::from_gguf(model->file());
   const ChosenTemplate chosen = choose_chat_template(model->file(), o.chat_template);
-  Engine engine(*model, tok, o.engine.to_config());
+  Engine engine(*model, tok, o.engine.to_config(draft.get()));
   print_memory_plan(engine);
   std::fprintf(stderr, "lift: %s\nlift: type a message; /reset starts over, /exit quits\n",
                chosen.note.c_str());
@@ -78,13 +80,18 @@ int run_chat(const ChatOptions& o) {
     }
     std::string reply;
     int cached = 0, prompt = 0;
-    engine.run_until_idle();
-    while (auto out = sub.stream->pop(std::chrono::milliseconds(0))) {
-      std::fputs(out->text.c_str(), stdout);
-      reply += out->text;
-      if (out->finish != FinishReason::none) {
-        cached = out->cached_tokens;
-        prompt = out->prompt_tokens;
+    // Stepping on this thread: each step's text is shown before the next step runs.
+    for (bool more = true; more;) {
+      more = engine.step();
+      while (auto out = sub.stream->try_pop()) {
+        std::fputs(out->text.c_str(), stdout);
+        std::fflush(stdout);
+        reply += out->text;
+        if (out->finish == FinishReason::error) throw Error(out->error);
+        if (out->finish != FinishReason::none) {
+          cached = out->cached_tokens;
+          prompt = out->prompt_tokens;
+        }
       }
     }
     std::fputs("\n", stdout);

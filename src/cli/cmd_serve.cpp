@@ -79,7 +79,9 @@ Runner add_serve(CLI::App& app) {
     o->server.http.idle_timeout = millis(o->idle_timeout);
     o->server.http.read_timeout = millis(o->read_timeout);
     o->server.http.write_timeout = millis(o->write_timeout);
-    o->server.engine = o->engine.to_config();
+    // Before the target, so a bad draft file fails fast; it outlives the server's engine.
+    const std::unique_ptr<LlamaModel> draft = o->engine.load_draft_model();
+    o->server.engine = o->engine.to_config(draft.get());
     return run_server(o->server);
   };
 }

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "engine/request.h"
 #include "util/error.h"
 
 namespace lift::cli {
@@ -38,7 +39,7 @@ size_t parse_bytes(const std::string& s) {
   return static_cast<size_t>(v * mul);
 }
 
-EngineConfig EngineOptions::to_config() const {
+EngineConfig EngineOptions::to_config(LlamaModel* draft) const {
   EngineConfig c;
   c.max_model_len = max_model_len;
   if (kv_cache_memory != "auto") c.kv_cache_bytes = parse_bytes(kv_cache_memory);
@@ -53,8 +54,54 @@ EngineConfig EngineOptions::to_config() const {
   c.prefix_caching = !no_prefix_caching;
   c.backend.quantize_activations = !exact_activations;
   if (const std::string err = c.scheduler.validate(); !err.empty()) throw Error(err);
+  c.spec.method = spec_method();
+  c.spec.max_tokens = spec_tokens;
+  c.spec.adaptive = !spec_fixed;
+  c.spec.ngram_max = spec_ngram;
+  if (c.spec.method == SpecMethod::draft) c.spec.draft_model = draft;
+  if (const std::string err = c.spec.validate(); !err.empty()) throw Error(err);
   return c;
 }
+
+SpecMethod EngineOptions::spec_method() const {
+  if (spec.empty()) return draft_model.empty() ? SpecMethod::off : SpecMethod::draft;
+  const SpecMethod m = parse_spec_method(spec);
+  // A draft model beside another proposer would be loaded for nothing; beside off it is kept
+  // out of the way, so one command line can compare speculation on and off.
+  if (m == SpecMethod::ngram && !draft_model.empty()) {
+    throw Error("--draft-model is only used with --spec draft, not --spec ngram");
+  }
+  return m;
+}
+
+std::unique_ptr<LlamaModel> EngineOptions::load_draft_model() const {
+  if (spec_method() != SpecMethod::draft || draft_model.empty()) return nullptr;
+  return LlamaModel::load(draft_model);
+}
+
+namespace {
+
+void add_spec_options(CLI::App* app, EngineOptions& o) {
+  app->add_option("--spec", o.spec,
+                  "Speculative decoding: off, ngram (prompt lookup) or draft (--draft-model); "
+                  "greedy output is the same either way (default: off, or draft with "
+                  "--draft-model)")
+      ->check(CLI::IsMember({"off", "ngram", "draft"}));
+  app->add_option("--spec-tokens", o.spec_tokens,
+                  "Most draft tokens a sequence verifies per step (requests may ask fewer with "
+                  "spec_tokens)")
+      ->check(CLI::Range(1, kMaxSpecTokens));
+  app->add_option("--draft-model", o.draft_model,
+                  "GGUF draft model with the target's vocabulary (implies --spec draft)");
+  app->add_flag("--spec-fixed", o.spec_fixed,
+                "Always propose --spec-tokens tokens, instead of choosing K per step from the "
+                "measured acceptance and step costs");
+  app->add_option("--spec-ngram", o.spec_ngram,
+                  "Longest suffix (tokens) the n-gram proposer looks up in the sequence")
+      ->check(CLI::Range(1, 64));
+}
+
+}  // namespace
 
 void add_engine_options(CLI::App* app, EngineOptions& o) {
   app->add_option("-c,--max-model-len", o.max_model_len,
@@ -83,8 +130,17 @@ void add_engine_options(CLI::App* app, EngineOptions& o) {
   app->add_flag("--no-prefix-caching", o.no_prefix_caching, "Disable automatic prefix caching");
   app->add_flag("--exact-activations", o.exact_activations,
                 "Multiply quantized weights with f32 activations (no 8-bit rounding)");
+  add_spec_options(app, o);
 }
 
-void print_memory_plan(const Engine& e) { std::fputs(e.memory_plan().c_str(), stderr); }
+void print_memory_plan(const Engine& e) {
+  std::fputs(e.memory_plan().c_str(), stderr);
+  const SpecConfig& s = e.config().spec;
+  if (s.method == SpecMethod::off) return;
+  std::fprintf(stderr, "lift: speculative decoding %s, up to %zu draft tokens per step, %s\n",
+               spec_method_name(s.method), s.max_tokens,
+               s.adaptive ? "K chosen per step from measured acceptance and step costs"
+                          : "K fixed (--spec-fixed)");
+}
 
 }  // namespace lift::cli

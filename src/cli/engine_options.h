@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <memory>
 #include <string>
 
 #include "engine/engine.h"
@@ -23,8 +24,21 @@ struct EngineOptions {
   bool exact_activations = false;
   std::string scheduler = "continuous";
   std::string scheduling_policy = "fcfs";
+  // Speculative decoding (engine/spec_config.h). --draft-model without --spec means draft.
+  std::string spec;  // empty: not given
+  size_t spec_tokens = 4;
+  std::string draft_model;
+  bool spec_fixed = false;
+  size_t spec_ngram = 4;
 
-  EngineConfig to_config() const;
+  // --spec resolved: what was asked, or draft when only --draft-model was given.
+  SpecMethod spec_method() const;
+  // Loads --draft-model when speculation uses it (nullptr otherwise). The model must outlive
+  // every Engine built from to_config(draft).
+  std::unique_ptr<LlamaModel> load_draft_model() const;
+  // Throws lift::Error naming the flag when a value is out of range; draft: what
+  // load_draft_model() returned.
+  EngineConfig to_config(LlamaModel* draft = nullptr) const;
 };
 
 void add_engine_options(CLI::App* app, EngineOptions& o);

@@ -292,6 +292,11 @@ void parse_common(const json& b, const ApiContext& ctx, ApiRequest& r) {
           "--scheduling-policy priority, or leave 'priority' out (or 0)");
     }
   }
+  // lift's extension: how many draft tokens speculative decoding may verify per step for this
+  // request (-1: the server's --spec-tokens; 0: none). Greedy output is the same either way.
+  if (present(b, "spec_tokens")) {
+    p.spec_tokens = static_cast<int>(integer(b["spec_tokens"], "spec_tokens", -1, kMaxSpecTokens));
+  }
 }
 
 void finish_params(const json& b, const ApiContext& ctx, ApiRequest& r, int default_max) {
