@@ -19,6 +19,9 @@ MemoryPlan make_plan(const LlamaModel& model, const EngineConfig& e) {
   r.kv_type = e.kv_type;
   r.block_size = e.block_size;
   r.max_seqs = e.scheduler.max_seqs;
+  if (e.spec.method == SpecMethod::draft && e.spec.draft_model != nullptr) {
+    r.draft_model = &e.spec.draft_model->config();
+  }
   const bool from_machine = e.kv_blocks == 0 && e.kv_cache_bytes == 0;
   return plan_memory(model.config(), model.weight_bytes(), r,
                      from_machine ? mem_available_bytes() : 0, e.scheduler.max_prefill_chunk);
@@ -63,7 +66,15 @@ Engine::Engine(LlamaModel& model, const Tokenizer& tokenizer, EngineConfig cfg)
       scheduler_(with_window(cfg.scheduler, model.config()), blocks_),
       runner_(model, *backend_, kv_),
       outputs_(tokenizer, static_cast<int>(plan_.max_model_len)),
-      sampler_(model.config().n_vocab) {
+      sampler_(model.config().n_vocab),
+      verifier_(sampler_),
+      controller_(cfg.spec, cfg.scheduler.max_batched_tokens) {
+  if (const std::string err = cfg.spec.validate(); !err.empty()) throw Error(err);
+  proposer_ = make_proposer(cfg.spec, model, *backend_, kv_);
+  if (proposer_) {
+    metrics_.spec.proposer = std::string(proposer_->name());
+    metrics_.spec.accepted_per_pos.assign(static_cast<size_t>(kMaxSpecTokens), 0);
+  }
   if (tokenizer.vocab().size() != model.config().n_vocab) {
     throw Error("the tokenizer has " + std::to_string(tokenizer.vocab().size()) +
                 " tokens but the model's vocabulary has " + std::to_string(model.config().n_vocab));
@@ -273,6 +284,7 @@ void Engine::fork_samples(Sequence* parent) {
     child->tokens = parent->tokens;
     child->n_prompt = parent->n_prompt;
     child->n_computed = parent->n_computed;
+    child->proposer_computed = parent->proposer_computed;  // the shared blocks hold its K/V too
     child->forked = true;
     child->scheduled_once = true;
     child->decoder = std::make_unique<StreamDecoder>(tok_, parent->n_prompt == 1);
@@ -299,11 +311,7 @@ void Engine::sample_and_emit(Sequence* seq, std::span<float> logits) {
       logits_copy_.assign(logits.begin(), logits.end());
       l = logits_copy_;
     }
-    if (s->n_output() < static_cast<size_t>(p.min_tokens)) {
-      if (!p.ignore_eos && tok_.vocab().eos_id() >= 0)
-        l[static_cast<size_t>(tok_.vocab().eos_id())] = -INFINITY;
-      for (int32_t t : p.stop_token_ids) l[static_cast<size_t>(t)] = -INFINITY;
-    }
+    apply_min_tokens_mask(l, p, tok_.vocab().eos_id(), s->n_output());
     SampleResult result;
     const std::span<const int32_t> prompt(s->tokens.data(), s->n_prompt);
     const std::span<const int32_t> output(s->tokens.data() + s->n_prompt, s->n_output());
@@ -315,22 +323,142 @@ void Engine::sample_and_emit(Sequence* seq, std::span<float> logits) {
     out.index = s->index;
     if (p.logprobs) out.logprobs.push_back({token, result.logprob, result.top});
     outputs_.process(*s, token, out);
-    const auto now = Clock::now();
-    {
-      std::lock_guard<std::mutex> lock(metrics_mu_);
-      ++metrics_.generation_tokens;
-      if (!req->first_token) {  // once per request: the first token of any sample
-        req->first_token = true;
-        metrics_.ttft.observe(seconds(now - req->arrival_time));
-      }
-      if (s->n_output() > 1) metrics_.inter_token.observe(seconds(now - s->last_token_time));
-    }
-    s->last_token_time = now;
+    count_tokens(s, 1);
     if (out.finish != FinishReason::none) {
       finish(s, out);
     } else {
       req->stream->push(std::move(out));
     }
+  }
+}
+
+void Engine::count_tokens(Sequence* s, size_t n) {
+  RequestState* req = s->req;
+  const auto now = Clock::now();
+  {
+    std::lock_guard<std::mutex> lock(metrics_mu_);
+    metrics_.generation_tokens += n;
+    if (!req->first_token) {  // once per request: the first token of any sample
+      req->first_token = true;
+      metrics_.ttft.observe(seconds(now - req->arrival_time));
+    }
+    // Tokens verified together arrive together: each is counted at the step's time per token.
+    if (s->n_output() > n) {
+      const double per = seconds(now - s->last_token_time) / static_cast<double>(n);
+      for (size_t i = 0; i < n; ++i) metrics_.inter_token.observe(per);
+    }
+  }
+  s->last_token_time = now;
+}
+
+size_t Engine::base_tokens() const {
+  size_t n = 0;
+  for (const Sequence* s : scheduler_.running()) {
+    n += s->in_prefill() ? std::min(s->remaining(), cfg_.scheduler.max_prefill_chunk) : 1;
+  }
+  return std::max<size_t>(1, std::min(n, cfg_.scheduler.max_batched_tokens));
+}
+
+void Engine::propose_drafts() {
+  draft_reqs_.clear();
+  draft_batch_.clear();
+  for (size_t i = 0; i < step_.batch.size(); ++i) {
+    if (step_.batch[i].n_spec > 0) {
+      draft_reqs_.push_back({step_.batch[i].seq, step_.batch[i].n_spec});
+      draft_batch_.push_back(i);
+    }
+  }
+  if (draft_reqs_.empty()) return;
+  if (drafts_.size() < draft_reqs_.size()) drafts_.resize(draft_reqs_.size());
+  for (size_t i = 0; i < draft_reqs_.size(); ++i) drafts_[i].clear();
+  proposer_->propose(draft_reqs_, std::span<Draft>(drafts_.data(), draft_reqs_.size()));
+  const auto vocab = static_cast<size_t>(model_.config().n_vocab);
+  for (size_t i = 0; i < draft_reqs_.size(); ++i) {
+    Sequence* seq = draft_reqs_[i].seq;
+    Draft& d = drafts_[i];
+    const size_t n = std::min(d.tokens.size(), draft_reqs_[i].max_tokens);
+    for (size_t j = 0; j < n; ++j) {
+      if (d.tokens[j] < 0 || static_cast<size_t>(d.tokens[j]) >= vocab) {
+        throw Error("internal: proposer " + std::string(proposer_->name()) +
+                    " proposed a token outside the vocabulary");
+      }
+    }
+    if (!d.probs.empty() && d.probs.size() < n * vocab) {
+      throw Error("internal: proposer " + std::string(proposer_->name()) +
+                  " gave fewer distributions than tokens");
+    }
+    seq->tokens.insert(seq->tokens.end(), d.tokens.begin(),
+                       d.tokens.begin() + static_cast<std::ptrdiff_t>(n));
+    seq->n_draft = n;
+    step_.batch[draft_batch_[i]].n_tokens += n;
+  }
+}
+
+void Engine::verify_and_emit(const ModelRunner::Sampled& sampled) {
+  Sequence* s = sampled.seq;
+  RequestState* req = s->req;
+  const RequestParams& p = req->params;
+  const size_t n_draft = s->n_draft;
+  const auto vocab = static_cast<size_t>(model_.config().n_vocab);
+  const Draft* draft = nullptr;
+  for (size_t i = 0; i < draft_reqs_.size(); ++i) {
+    if (draft_reqs_[i].seq == s) draft = &drafts_[i];
+  }
+  if (draft == nullptr) throw Error("internal: verifying a sequence that has no draft");
+  // The drafts leave the sequence; the ones that stand come back one by one, as plain
+  // decoding would have appended them, so each row's penalties see exactly its history.
+  popped_.assign(s->tokens.end() - static_cast<std::ptrdiff_t>(n_draft), s->tokens.end());
+  s->tokens.resize(s->tokens.size() - n_draft);
+  s->n_draft = 0;
+  RequestOutput out;
+  out.request_id = req->id;
+  out.index = s->index;
+  size_t accepted = 0, emitted = 0;
+  bool rejected = false;
+  for (size_t i = 0; i <= n_draft; ++i) {
+    std::span<float> l = runner_.logits(sampled.row(i));
+    apply_min_tokens_mask(l, p, tok_.vocab().eos_id(), s->n_output());
+    const int32_t guess = i < n_draft ? popped_[i] : -1;
+    std::span<const float> q;
+    if (guess >= 0 && !draft->probs.empty()) q = {draft->probs.data() + i * vocab, vocab};
+    const std::span<const int32_t> prompt(s->tokens.data(), s->n_prompt);
+    const std::span<const int32_t> output(s->tokens.data() + s->n_prompt, s->n_output());
+    bool ok = false;
+    const int32_t token =
+        verifier_.verify(l, p.sampling, prompt, output, static_cast<uint64_t>(s->index),
+                         static_cast<uint64_t>(s->n_output()), guess, q, &ok,
+                         p.logprobs ? &sample_result_ : nullptr);
+    if (p.logprobs) out.logprobs.push_back({token, sample_result_.logprob, sample_result_.top});
+    outputs_.process(*s, token, out);
+    ++emitted;
+    if (ok) ++accepted;
+    if (out.finish != FinishReason::none) break;
+    if (guess < 0) break;
+    if (!ok) {
+      rejected = true;
+      break;
+    }
+  }
+  count_tokens(s, emitted);
+  // Positions up to the last accepted draft hold K/V of the tokens that stand.
+  s->n_computed += accepted;
+  s->proposer_computed = std::min(s->proposer_computed, s->n_computed);
+  controller_.observe_draft(*s, n_draft, accepted, rejected);
+  {
+    std::lock_guard<std::mutex> lock(metrics_mu_);
+    SpecDecodeMetrics& m = metrics_.spec;
+    ++m.drafts;
+    m.draft_tokens += n_draft;
+    m.accepted_tokens += accepted;
+    for (size_t i = 0; i < accepted && i < m.accepted_per_pos.size(); ++i) ++m.accepted_per_pos[i];
+    m.accepted_length.observe(static_cast<double>(accepted));
+  }
+  if (out.finish == FinishReason::none) blocks_.truncate(s->table, s->n_computed);
+  blocks_.commit(s->table, s->tokens, s->n_computed, s->n_prompt);
+  if (out.finish != FinishReason::none) {
+    finish(s, out);
+  } else {
+    req->stream->push(std::move(out));
   }
 }
 
@@ -340,6 +468,8 @@ bool Engine::step() {
     refresh_gauges();  // aborts may have just emptied the engine
     return false;
   }
+  if (proposer_)
+    controller_.plan(scheduler_.running(), base_tokens(), plan_.max_model_len, *proposer_);
   scheduler_.schedule(step_);
   if (cfg_.check_invariants) {
     scheduler_.check(step_);
@@ -364,19 +494,34 @@ bool Engine::step() {
       metrics_.queue_time.observe(seconds(now - seq->req->arrival_time));
     }
   }
+  runner_.apply_copies(step_);
+  if (proposer_) {
+    for (const auto& [src, dst] : step_.copies) proposer_->copy_block(src, dst);
+    propose_drafts();
+  }
+  size_t n_tokens = 0;
+  for (const ScheduledSeq& s : step_.batch) n_tokens += s.n_tokens;
+  const auto t0 = Clock::now();
   runner_.run(step_);
+  if (proposer_) controller_.observe_step(n_tokens, seconds(Clock::now() - t0));
   for (const ScheduledSeq& s : step_.batch) {
     Sequence* seq = s.seq;
     const size_t before = seq->n_computed;
-    seq->n_computed += s.n_tokens;
+    // A speculating sequence's drafts count once the verifier accepts them.
+    seq->n_computed += s.n_tokens - seq->n_draft;
     if (before < seq->recompute_from) {
       recomputed_tokens_ += std::min(seq->n_computed, seq->recompute_from) - before;
     }
     if (seq->n_computed >= seq->recompute_from) seq->recompute_from = 0;
     blocks_.commit(seq->table, seq->tokens, seq->n_computed, seq->n_prompt);
   }
-  const auto& sampled = runner_.sampled();
-  for (size_t i = 0; i < sampled.size(); ++i) sample_and_emit(sampled[i], runner_.logits(i));
+  for (const ModelRunner::Sampled& s : runner_.sampled()) {
+    if (s.seq->n_draft > 0) {
+      verify_and_emit(s);
+    } else {
+      sample_and_emit(s.seq, runner_.logits(s.first));
+    }
+  }
 
   // Requests whose every sample finished leave now (not earlier: this step's lists still
   // pointed at their sequences).

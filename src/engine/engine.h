@@ -21,6 +21,8 @@
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "engine/spec_config.h"
+#include "engine/spec_controller.h"
+#include "engine/spec_verify.h"
 #include "kv/block_manager.h"
 #include "kv/kv_cache.h"
 #include "model/llama_model.h"
@@ -96,6 +98,14 @@ class Engine {
   void admit(std::unique_ptr<RequestState> req, std::vector<int32_t> prompt);
   void finish(Sequence* seq, RequestOutput& out);
   void sample_and_emit(Sequence* seq, std::span<float> logits);
+  // Speculative decoding: drafts for the step's speculating sequences, appended to their
+  // tokens; then, after the forward pass, the verifier's walk over a sequence's logits rows.
+  void propose_drafts();
+  void verify_and_emit(const ModelRunner::Sampled& s);
+  // Tokens the next step carries besides drafts, as the controller plans it.
+  size_t base_tokens() const;
+  // Bookkeeping once a sample has a new token: counts, TTFT and inter-token latency.
+  void count_tokens(Sequence* s, size_t n);
   void fork_samples(Sequence* parent);
   // Copies the scheduler and KV gauges into metrics_; counts a step only when one ran.
   void refresh_gauges(bool ran_step = false);
@@ -116,6 +126,14 @@ class Engine {
   ModelRunner runner_;
   OutputProcessor outputs_;
   Sampler sampler_;
+  SpecVerifier verifier_;
+  std::shared_ptr<Proposer> proposer_;  // null: no speculation
+  SpecController controller_;
+  std::vector<DraftRequest> draft_reqs_;
+  std::vector<Draft> drafts_;        // [i]: draft_reqs_[i]'s
+  std::vector<size_t> draft_batch_;  // [i]: its entry in step_.batch
+  std::vector<int32_t> popped_;
+  SampleResult sample_result_;
   SchedulerOutput step_;
   std::vector<float> logits_copy_;
 

@@ -18,10 +18,21 @@ class ModelRunner {
   ModelRunner(LlamaModel& model, Backend& backend, KvCache& kv)
       : model_(model), backend_(backend), kv_(kv) {}
 
-  // Runs the step. Afterwards `sampled()` lists the sequences whose chunk reached the end of
-  // their tokens, and logits(i) is the i-th one's logits row.
+  // Copies the step's copy-on-write blocks (before anything writes K/V this step).
+  void apply_copies(const SchedulerOutput& step);
+  // Runs the step (copies applied first). Afterwards `sampled()` lists the sequences whose
+  // chunk reached the end of their tokens, with their logits rows: one, or with n_draft draft
+  // tokens at the end of a sequence's tokens, 1 + n_draft (the rows after its last accepted
+  // token and after each draft).
+  struct Sampled {
+    Sequence* seq;
+    size_t first;   // logits row after the last accepted token
+    size_t rest;    // and after the first draft; the others follow it
+    size_t n_rows;  // 1 + seq->n_draft
+    size_t row(size_t i) const { return i == 0 ? first : rest + i - 1; }
+  };
   void run(const SchedulerOutput& step);
-  const std::vector<Sequence*>& sampled() const { return sampled_; }
+  const std::vector<Sampled>& sampled() const { return sampled_; }
   std::span<float> logits(size_t i) {
     const size_t v = static_cast<size_t>(model_.config().n_vocab);
     return {logits_.data() + i * v, v};
@@ -33,7 +44,12 @@ class ModelRunner {
   KvCache& kv_;
   std::vector<int32_t> tokens_, positions_, logit_rows_;
   std::vector<const int32_t*> tables_;
-  std::vector<Sequence*> sampled_;
+  std::vector<Sampled> sampled_;
+  struct Where {
+    size_t first[2];  // first position of the entry's prompt and generated parts
+    size_t index[2];  // where they start in tokens_
+  };
+  std::vector<Where> where_;
   std::vector<float> logits_;
 };
 

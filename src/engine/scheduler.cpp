@@ -119,13 +119,14 @@ void Scheduler::preempt(Sequence* victim, SchedulerOutput& out) {
   auto it = std::find_if(out.batch.begin(), out.batch.end(),
                          [&](const ScheduledSeq& s) { return s.seq == victim; });
   if (it != out.batch.end()) {
-    budget_ += it->n_tokens;
-    out.n_tokens -= it->n_tokens;
+    budget_ += it->n_tokens + it->n_spec;
+    out.n_tokens -= it->n_tokens + it->n_spec;
     out.batch.erase(it);
   }
   victim->recompute_from = std::max(victim->recompute_from, victim->n_computed);
   blocks_.free(victim->table);
   victim->n_computed = 0;
+  victim->proposer_computed = 0;
   ++preemptions_;
   out.preempted.push_back(victim);
   add_waiting(victim);
@@ -160,11 +161,24 @@ void Scheduler::schedule(SchedulerOutput& out) {
   order_.assign(running_.begin(), running_.end());
   for (Sequence* seq : order_) slide(seq);
 
-  // 1. One decode token for every running sequence past its prompt, oldest first.
+  // 1. One decode token for every running sequence past its prompt, oldest first, plus the
+  // slots for its drafts from the budget no decode token needs.
+  size_t decoding = 0;
+  for (const Sequence* seq : order_) decoding += seq->in_prefill() ? 0 : 1;
+  size_t spare = budget_ > decoding ? budget_ - decoding : 0;
   for (Sequence* seq : order_) {
     if (budget_ == 0) break;
     if (seq->status != SeqStatus::running || seq->in_prefill()) continue;
-    if (reserve(seq, 1, out)) take(seq, 1, out);
+    size_t k = std::min(seq->spec_k, spare);
+    const size_t held = seq->table.n_tokens - seq->n_computed;
+    if (k > 0 && 1 + k > held && !blocks_.can_append(seq->table, 1 + k - held)) k = 0;
+    if (reserve(seq, 1 + k, out)) {
+      take(seq, 1, out);
+      out.batch.back().n_spec = k;
+      out.n_tokens += k;
+      budget_ -= k;
+      spare -= k;
+    }
   }
 
   // 2. Prompt chunks of running sequences still in prefill (their blocks are held already).
@@ -231,14 +245,15 @@ void Scheduler::check(const SchedulerOutput& out) const {
   size_t total = 0;
   for (size_t i = 0; i < out.batch.size(); ++i) {
     const ScheduledSeq& s = out.batch[i];
-    total += s.n_tokens;
-    if (s.n_tokens == 0 || s.n_tokens > s.seq->remaining()) {
+    total += s.n_tokens + s.n_spec;
+    if (s.n_tokens == 0 || s.n_tokens > s.seq->remaining() ||
+        (s.n_spec > 0 && (s.n_tokens != 1 || s.seq->in_prefill()))) {
       throw Error("scheduler: bad token count for a sequence");
     }
     for (size_t j = 0; j < i; ++j) {
       if (out.batch[j].seq == s.seq) throw Error("scheduler: a sequence was scheduled twice");
     }
-    if (s.seq->table.n_tokens < s.seq->n_computed + s.n_tokens) {
+    if (s.seq->table.n_tokens < s.seq->n_computed + s.n_tokens + s.n_spec) {
       throw Error("scheduler: a sequence was scheduled without KV slots");
     }
   }

@@ -21,6 +21,11 @@
 // hybrid allocator): per layer group its own blocks, budget and prefix-cache entries, and
 // attention told which table each layer reads.
 //
+// Speculative decoding. A decoding sequence with spec_k > 0 (engine/spec_controller.h) gets
+// slots and budget for up to spec_k draft tokens after its decode token, from what the step
+// has left once every decoding sequence has its one token, and only from free blocks: drafts
+// never preempt anyone; short of blocks or budget, the draft is cut (to 0 if need be).
+//
 // Preemption. When the pool cannot give a running sequence its next block, a victim's blocks
 // are released and it goes back to the waiting queue at its old place (its arrival), to be
 // recomputed (its full blocks usually come back from the prefix cache). The victim is, under
@@ -82,7 +87,8 @@ struct SchedulerConfig {
 
 struct ScheduledSeq {
   Sequence* seq;
-  size_t n_tokens;  // tokens of seq computed this step, from seq->n_computed
+  size_t n_tokens;    // tokens of seq computed this step, from seq->n_computed
+  size_t n_spec = 0;  // draft tokens it may add (slots and budget held for them)
 };
 
 struct SchedulerOutput {

@@ -54,7 +54,8 @@ struct Sequence {
   size_t spec_k = 0;             // draft tokens the controller allows this step
   size_t n_draft = 0;            // of tokens' last entries, how many are this step's drafts
   size_t proposer_computed = 0;  // positions whose K/V the proposer's own model holds
-  double acceptance = -1;        // running acceptance rate of this sequence's drafts (< 0: none)
+  double spec_accepted = 0;      // decayed counts of this sequence's accepted draft tokens
+  double spec_seen = 0;          // and of those the target judged
 
   // Output side.
   std::unique_ptr<StreamDecoder> decoder;

@@ -278,6 +278,20 @@ size_t BlockManager::release_before(BlockTable& table, size_t first_needed) {
   return table.n_released - before;
 }
 
+void BlockManager::truncate(BlockTable& table, size_t n_tokens) {
+  if (n_tokens > table.n_tokens) throw Error("block manager: truncate past the table's end");
+  const size_t keep = blocks_for(n_tokens);
+  if (table.hashes.size() > keep || table.n_released > keep) {
+    throw Error("block manager: truncate into committed or released blocks");
+  }
+  while (table.blocks.size() > keep) {
+    release(table.blocks.back());
+    table.blocks.pop_back();
+  }
+  table.n_tokens = n_tokens;
+  debug_check_counts();
+}
+
 void BlockManager::free(BlockTable& table) {
   for (auto it = table.blocks.rbegin(); it != table.blocks.rend(); ++it) {
     if (*it >= 0) release(*it);

@@ -121,6 +121,12 @@ class BlockManager {
   // prefix cache evicts a sequence's head before its tail. Returns how many were released.
   size_t release_before(BlockTable& table, size_t first_needed);
 
+  // Speculative decoding's rollback: the table keeps slots for positions [0, n_tokens) only;
+  // blocks wholly past them go back to the pool (last first). Slots of rejected draft tokens
+  // were appended after the last committed block, so no shared or prefix-cached block is
+  // touched. Throws lift::Error if n_tokens exceeds the table or cuts into committed blocks.
+  void truncate(BlockTable& table, size_t n_tokens);
+
   // child shares all of parent's blocks (ref++). Throws lift::Error if child is not empty.
   void fork(const BlockTable& parent, BlockTable& child);
 
