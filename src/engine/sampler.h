@@ -85,7 +85,8 @@ class Sampler {
                  uint64_t sample_index, uint64_t position, SampleResult* result = nullptr);
 
   // The distribution sample() draws from with these arguments, as vocab_size probabilities
-  // in `probs`: steps 1-5 above, renormalized over the kept tokens, 0 for the others. When
+  // in `probs`: steps 1-5 above, renormalized over the kept tokens, 0 for the others (and
+  // for a kept token whose probability is below the smallest float, 1.4e-45). When
   // sample() takes the argmax (temperature 0, top_k 1, every logit -inf) it is a point mass
   // there. `logits` is modified exactly as sample() modifies it. Throws
   // std::invalid_argument if logits.size() or probs.size() != vocab_size.
@@ -115,7 +116,7 @@ class Sampler {
   size_t process(float* x, const SamplingParams& params, std::span<const int32_t> prompt,
                  std::span<const int32_t> output, SampleResult* result, double* raw_lse);
   void check_size(const char* what, size_t n) const;
-  // Steps 5's kept set (top-k, min-p, top-p) in candidates_[0, n), unnormalized; returns n.
+  // Step 5's kept set (top-k, min-p, top-p) in candidates_[0, n), unnormalized; returns n.
   size_t keep_candidates(const float* logits, float max_logit, const SamplingParams& params);
   double kept_mass(size_t n) const;
   void apply_bias_and_penalties(float* logits, const SamplingParams& params,
