@@ -96,7 +96,7 @@ void bm_matmul_amx(benchmark::State& state, GgmlType wt, Shape s, size_t rows, b
   report(state, w.size(), s, rows, decode);
 }
 
-// isa == avx512 with `panels`: the weights repacked at load time (what the engine runs there).
+// isa >= avx512 with `panels`: the weights repacked at load time (what the engine runs there).
 void bm_matmul(benchmark::State& state, GgmlType wt, ActFormat af, Isa isa, bool panels, Shape s,
                size_t rows, bool decode) {
   set_isa(isa);
@@ -177,6 +177,18 @@ int register_all() {
     }
   }
   if (best_isa() >= Isa::amx) {
+    // Q4_K/Q5_K prompt rows on AMX-INT8 tiles (the panel entry point picks them).
+    for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K}) {
+      for (Shape s : shapes) {
+        for (size_t rows : {64u, 512u}) {
+          const std::string name = bench_name(false, t, "q8_k", "amx-panel", s, rows);
+          benchmark::RegisterBenchmark(name.c_str(), bm_matmul, t, ActFormat::q8_k, Isa::amx, true,
+                                       s, rows, false)
+              ->Unit(benchmark::kMicrosecond)
+              ->UseRealTime();
+        }
+      }
+    }
     for (GgmlType t : {GgmlType::F16, GgmlType::BF16}) {
       for (bool decode : {true, false}) {
         for (Shape s : shapes) {

@@ -65,17 +65,19 @@ void quantize_activation_row(ActFormat af, const float* x, size_t n, void* dst) 
     return;
   }
   (void)act_row_bytes(af, n);  // validates n
-  if (af == ActFormat::q8_k) return detail::quantize_q8_k(x, n, out);
   const bool with_sum = af == ActFormat::q8_1;
   switch (active_isa()) {
     case Isa::amx:
     case Isa::avx512:
+      if (af == ActFormat::q8_k) return detail::quantize_q8_k_avx512(x, n, out);
       return detail::quantize_q8_avx512(x, n, out, with_sum);
     case Isa::avx2:
+      if (af == ActFormat::q8_k) break;
       return detail::quantize_q8_avx2(x, n, out, with_sum);
     case Isa::scalar:
       break;
   }
+  if (af == ActFormat::q8_k) return detail::quantize_q8_k(x, n, out);
   detail::quantize_q8_scalar(x, n, out, with_sum);
 }
 

@@ -42,3 +42,46 @@ void quantize_q8_avx512(const float* x, size_t n, uint8_t* dst, bool with_sum) {
 }
 
 }  // namespace lift::kernels::detail
+
+namespace lift::kernels::detail {
+
+void quantize_q8_k_avx512(const float* x, size_t n, uint8_t* dst) {
+  const __m512i cap = _mm512_set1_epi32(127);
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  for (size_t b = 0; b < n / kKBlock; ++b) {
+    const float* xb = x + b * kKBlock;
+    __m512 vmax = _mm512_setzero_ps();
+    for (size_t i = 0; i < kKBlock; i += 16) {
+      vmax = _mm512_max_ps(vmax, _mm512_andnot_ps(sign, _mm512_loadu_ps(xb + i)));
+    }
+    const float amax = _mm512_reduce_max_ps(vmax);
+    BlockQ8_K blk{};
+    if (amax != 0.0f) {
+      // The scale comes from the first element whose |x| equals the maximum.
+      size_t first = 0;
+      const __m512 vam = _mm512_set1_ps(amax);
+      for (size_t i = 0; i < kKBlock; i += 16) {
+        const __mmask16 hit =
+            _mm512_cmp_ps_mask(_mm512_andnot_ps(sign, _mm512_loadu_ps(xb + i)), vam, _CMP_EQ_OQ);
+        if (hit != 0) {
+          first = i + static_cast<size_t>(__builtin_ctz(hit));
+          break;
+        }
+      }
+      const float iscale = -127.0f / xb[first];
+      const __m512 vs = _mm512_set1_ps(iscale);
+      for (size_t j = 0; j < 16; ++j) {
+        // cvtps2dq rounds half to even (MXCSR's default), as lrint does in the scalar version;
+        // |iscale * x| <= 127 * (1 + eps), so only the cap at 127 is needed.
+        const __m512i q = _mm512_min_epi32(
+            _mm512_cvtps_epi32(_mm512_mul_ps(vs, _mm512_loadu_ps(xb + 16 * j))), cap);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(blk.qs + 16 * j), _mm512_cvtepi32_epi8(q));
+        blk.bsums[j] = static_cast<int16_t>(_mm512_reduce_add_epi32(q));
+      }
+      blk.d = 1.0f / iscale;
+    }
+    std::memcpy(dst + b * sizeof blk, &blk, sizeof blk);
+  }
+}
+
+}  // namespace lift::kernels::detail

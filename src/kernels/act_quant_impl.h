@@ -12,8 +12,9 @@ namespace lift::kernels::detail {
 void quantize_q8_scalar(const float* x, size_t n, uint8_t* dst, bool with_sum);
 void quantize_q8_avx2(const float* x, size_t n, uint8_t* dst, bool with_sum);
 void quantize_q8_avx512(const float* x, size_t n, uint8_t* dst, bool with_sum);
-// Q8_K blocks (n a multiple of 256): scalar on every Isa, the same bits everywhere.
+// Q8_K blocks (n a multiple of 256), the same bits on every Isa.
 void quantize_q8_k(const float* x, size_t n, uint8_t* dst);
+void quantize_q8_k_avx512(const float* x, size_t n, uint8_t* dst);
 
 // Shared by all versions so that the scalar steps (d, id, s) are the same code.
 inline namespace LIFT_TARGET_NS {

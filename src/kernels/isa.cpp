@@ -26,7 +26,8 @@ bool amx_usable() {
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
   const bool tile = (edx & (1u << 24)) != 0, bf16 = (edx & (1u << 22)) != 0;
-  if (!tile || !bf16) return false;
+  const bool int8 = (edx & (1u << 25)) != 0;  // K-quant prompt products (TDPBSUD)
+  if (!tile || !bf16 || !int8) return false;
 #if defined(__linux__) && defined(SYS_arch_prctl)
   constexpr long kReqXcompPerm = 0x1023, kXfeatureTileData = 18;
   if (syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureTileData) != 0) return false;

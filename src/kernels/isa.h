@@ -12,8 +12,8 @@ namespace lift::kernels {
 enum class Isa { scalar = 0, avx2 = 1, avx512 = 2, amx = 3 };
 
 // The best the CPU supports: avx2 needs AVX2+FMA+F16C+BMI2, avx512 additionally
-// AVX-512 F/BW/VL/DQ/VNNI, amx additionally AVX512-BF16 and AMX-TILE/AMX-BF16 tiles the kernel lets
-// this process use (Linux grants them on request, which detection makes).
+// AVX-512 F/BW/VL/DQ/VNNI, amx additionally AVX512-BF16 and AMX-TILE/AMX-BF16/AMX-INT8 tiles the
+// kernel lets this process use (Linux grants them on request, which detection makes).
 Isa best_isa();
 
 // The Isa kernels dispatch to: best_isa(), or LIFT_ISA=scalar|avx2|avx512|amx from the environment

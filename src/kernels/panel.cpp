@@ -194,6 +194,11 @@ void matmul_panels(const PanelMatrix& w, const void* act, size_t act_stride,
   }
   if (n_rows == 0 || o_begin == o_end) return;
   if (is_k_panel(w.type)) {
+    // Whole tiles of 16 prompt rows on AMX: the same integers, so the same bits as AVX-512.
+    if (active_isa() == Isa::amx && w.type != GgmlType::Q6_K && n_rows >= 16) {
+      return detail::matmul_k_panels_amx(detail::panel_view(w), static_cast<const uint8_t*>(act),
+                                         act_stride, n_rows, y, ldy, o_begin, o_end);
+    }
     return detail::matmul_k_panels_avx512(detail::panel_view(w), static_cast<const uint8_t*>(act),
                                           act_stride, n_rows, y, ldy, o_begin, o_end);
   }
@@ -231,9 +236,12 @@ PanelView panel_view(const PanelMatrix& w) {
 
 uint8_t* amx_thread_scratch(size_t bytes) {
   static thread_local std::unique_ptr<uint8_t, decltype(&std::free)> mem(nullptr, &std::free);
-  if (mem == nullptr) {
-    mem.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+  static thread_local size_t capacity = 0;
+  if (capacity < bytes) {
+    const size_t rounded = (bytes + 63) / 64 * 64;
+    mem.reset(static_cast<uint8_t*>(std::aligned_alloc(64, rounded)));
     if (mem == nullptr) throw std::bad_alloc();
+    capacity = rounded;
   }
   return mem.get();
 }

@@ -124,6 +124,10 @@ inline const uint8_t* panel_at(const PanelView& w, size_t p) { return w.data + p
 void pack_k_row(GgmlType t, const uint8_t* src, size_t n_in, size_t lane, uint8_t* panel);
 void matmul_k_panels_avx512(const PanelView& w, const uint8_t* act, size_t act_stride,
                             size_t n_rows, float* y, size_t ldy, size_t o_begin, size_t o_end);
+// Q4_K/Q5_K on AMX-INT8 tiles (Isa::amx): whole tiles of 16 rows, the rest through the AVX-512
+// kernel; the same results as matmul_k_panels_avx512.
+void matmul_k_panels_amx(const PanelView& w, const uint8_t* act, size_t act_stride, size_t n_rows,
+                         float* y, size_t ldy, size_t o_begin, size_t o_end);
 
 void act_block_info_avx512(const uint8_t* row, size_t nb, ActBlockInfo* info);
 void matmul_panels_avx512(const PanelView& w, const void* act, size_t act_stride,

@@ -49,8 +49,9 @@ inline constexpr size_t kAmxTileBytes = 1024;  // 16 rows of 64 bytes
 void amx_pack_group(const float* x, size_t n_in, size_t n_rows, size_t group, void* dst);
 void matmul_panels_amx_tiles(const PanelView& w, const void* act, size_t n_rows, float* y,
                              size_t ldy, size_t o_begin, size_t o_end);
-// The calling thread's scratch of `bytes` (the same on every call), 64-byte aligned, allocated
-// on its first call (throws std::bad_alloc if that fails).
+// The calling thread's scratch of at least `bytes`, 64-byte aligned, allocated on its first call
+// and grown when a call asks for more (throws std::bad_alloc if that fails). Its contents do not
+// survive a call that grows it.
 uint8_t* amx_thread_scratch(size_t bytes);
 }  // namespace detail
 

@@ -134,12 +134,25 @@ TEST(KernelActQuant, AllIsasBitIdentical) {
       }
     }
   }
+  // Q8_K: a zero block, a block whose largest |x| first occurs negated (later +max must not
+  // win), ties at the cap, and random blocks.
+  auto x = testing::random_activations(1024, rng);
+  std::fill(x.begin(), x.begin() + 256, 0.0f);
+  x[256 + 40] = -9.0f;
+  x[256 + 200] = 9.0f;
+  x[512 + 7] = 0x1p-140f;
+  set_isa(Isa::scalar);
+  const auto want = quantize(ActFormat::q8_k, x);
+  for (Isa isa : supported_isas()) {
+    set_isa(isa);
+    EXPECT_EQ(quantize(ActFormat::q8_k, x), want) << isa_name(isa);
+  }
 }
 
 // Q8_K as ggml's quantize_row_q8_K: the scale comes from the first value of largest |x| with
 // its sign (iscale = -127 / x_max, so codes flip sign when it is positive), codes round half
 // to even and are capped at 127, d = 1 / iscale in f32, and bsums hold each 16 codes' sum.
-TEST(KernelActQuant, Q8_KMatchesGgmlRule) {
+void check_q8_k_rule() {
   std::vector<float> x(512, 0.0f);
   // Block 0: x_max = -127 (index 3; the later +127 does not replace it), iscale = 1.
   x[3] = -127.0f;
@@ -169,6 +182,15 @@ TEST(KernelActQuant, Q8_KMatchesGgmlRule) {
   // An all-zero block: d = 0, zero codes and sums.
   const auto z = quantize(ActFormat::q8_k, std::vector<float>(256, 0.0f));
   EXPECT_EQ(z, std::vector<uint8_t>(sizeof(BlockQ8_K), 0));
+}
+
+TEST(KernelActQuant, Q8_KMatchesGgmlRule) {
+  IsaGuard guard;
+  for (Isa isa : supported_isas()) {
+    set_isa(isa);
+    SCOPED_TRACE(isa_name(isa));
+    check_q8_k_rule();
+  }
 }
 
 }  // namespace

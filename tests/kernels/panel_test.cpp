@@ -184,6 +184,28 @@ TEST(KernelPanel, BatchAndSplitInvariantBitwise) {
   }
 }
 
+// Q4_K/Q5_K prompt rows on AMX tiles (whole tiles of 16; the rest on AVX-512) give the AVX-512
+// kernel's bits: several passes of row tiles, a lone last panel, a partial one, leftover rows.
+TEST(KernelPanel, KQuantAmxEqualsAvx512Bitwise) {
+  IsaGuard guard;
+  if (best_isa() != Isa::amx) GTEST_SKIP() << "no AMX on this CPU";
+  std::mt19937 rng(11);
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K}) {
+    for (size_t n_in : {256u, 1536u}) {
+      const size_t n_rows = n_in > 256 ? 37 : 533;
+      PanelProblem prob(t, n_in, 37, n_rows, rng);
+      for (size_t nr : {size_t{16}, size_t{37}, n_rows}) {
+        set_isa(Isa::avx512);
+        const auto want = prob.run(0, nr, 0, prob.n_out);
+        set_isa(Isa::amx);
+        const auto got = prob.run(0, nr, 0, prob.n_out);
+        EXPECT_TRUE(testing::same_bits(got.data(), want.data(), want.size()))
+            << prob.label() << " rows " << nr;
+      }
+    }
+  }
+}
+
 // Columns [16, 35) get what the whole product gives them; the others keep their old values.
 TEST(KernelPanel, WritesOnlyItsRange) {
   IsaGuard guard;
