@@ -259,6 +259,34 @@ TEST(OpenAiRequestServer, PriorityNeedsThePriorityPolicy) {
             -3);
 }
 
+TEST(OpenAiRequestServer, SpecTokensInCompletionsAndChat) {
+  const ApiContext ctx = context();
+  EXPECT_EQ(
+      parse_completion_request(R"({"prompt": "hi", "max_tokens": 1})", ctx).params.spec_tokens, -1);
+  for (int k : {-1, 0, 3, 16}) {
+    SCOPED_TRACE(k);
+    const std::string v = std::to_string(k);
+    EXPECT_EQ(parse_completion_request(R"({"prompt": "hi", "spec_tokens": )" + v + "}", ctx)
+                  .params.spec_tokens,
+              k);
+    EXPECT_EQ(
+        parse_chat_request(
+            R"({"messages": [{"role": "user", "content": "hi"}], "spec_tokens": )" + v + "}", ctx)
+            .params.spec_tokens,
+        k);
+  }
+  for (const char* bad : {"17", "-2", "2.5", "\"4\"", "true", "[4]"}) {
+    SCOPED_TRACE(bad);
+    for (const ApiError& e :
+         {completion_error(R"({"prompt": "hi", "spec_tokens": )" + std::string(bad) + "}"),
+          chat_error(R"({"messages": [{"role": "user", "content": "hi"}], "spec_tokens": )" +
+                     std::string(bad) + "}")}) {
+      expect_short_error(e, 400, "spec_tokens");
+      EXPECT_EQ(e.param(), "spec_tokens");
+    }
+  }
+}
+
 TEST(OpenAiRequestServer, Tokenize) {
   TokenizeRequest t = parse_tokenize_request(R"({"prompt": "Once upon a time"})");
   EXPECT_EQ(t.text, "Once upon a time");
