@@ -47,11 +47,18 @@ struct alignas(64) TileConfig {
 };
 
 // Scratch: prepared codes [kChunk][kGroup][digit][step] tiles, the int32 tiles of one row tile,
-// and the f32 accumulators [row tile][panel][16 rows][16 outputs].
+// the f32 accumulators [row tile][panel][16 rows][16 outputs], then what each activation row's
+// super-blocks give every panel (RowInfo [row][super-block]).
 constexpr size_t kCodeBytes = kChunk * kGroup * kDigitTiles * kSteps * kTileBytes;
 constexpr size_t kIntBytes = kGroup * kDigitTiles * kTileBytes;
 constexpr size_t kAccBytes = kRowTiles * kGroup * kTileBytes;
-constexpr size_t kScratchBytes = kCodeBytes + kIntBytes + kAccBytes;
+
+// A row's super-block scale, and the sums of each pair of its sub-blocks' codes as the int16
+// pairs the min term's vpmaddwd takes.
+struct RowInfo {
+  float d;
+  int32_t pairs[4];
+};
 
 inline size_t code_tile(size_t sb, size_t c, size_t digit, size_t step) {
   return ((sb * kGroup + c) * kDigitTiles + digit) * kSteps + step;
@@ -124,12 +131,31 @@ struct Ctx {
   uint8_t* codes;
   int32_t* ints;
   float* acc;
+  RowInfo* info;  // rows of the current pass of row tiles
 };
 
-// One row tile (16 activation rows from `rows`) times G panels (p, p + 1) over super-blocks
-// [b0, b1) of the chunk; accumulators at acc_t.
+void row_info(const Ctx& x, size_t r0, size_t r1) {
+  for (size_t r = r0; r < r1; ++r) {
+    for (size_t b = 0; b < x.nb; ++b) {
+      const uint8_t* xb = x.act + r * x.act_stride + b * sizeof(BlockQ8_K);
+      RowInfo& ri = x.info[(r - r0) * x.nb + b];
+      std::memcpy(&ri.d, xb, 4);
+      int16_t bs[16];
+      std::memcpy(bs, xb + kBsumsOff, sizeof bs);
+      for (size_t q = 0; q < 4; ++q) {
+        const int32_t s0 = bs[4 * q] + bs[4 * q + 1], s1 = bs[4 * q + 2] + bs[4 * q + 3];
+        ri.pairs[q] = static_cast<int32_t>((static_cast<uint32_t>(s0) & 0xFFFFu) |
+                                           (static_cast<uint32_t>(s1) << 16));
+      }
+    }
+  }
+}
+
+// One row tile (16 activation rows from `rows`, their info at `info`) times G panels (p, p + 1)
+// over super-blocks [b0, b1) of the chunk; accumulators at acc_t.
 template <class W, size_t G>
-void row_tile(const Ctx& x, const uint8_t* rows, size_t p, size_t b0, size_t b1, float* acc_t) {
+void row_tile(const Ctx& x, const uint8_t* rows, const RowInfo* info, size_t p, size_t b0,
+              size_t b1, float* acc_t) {
   for (size_t b = b0; b < b1; ++b) {
     const size_t sb = b - b0;
     _tile_zero(0);
@@ -157,21 +183,6 @@ void row_tile(const Ctx& x, const uint8_t* rows, size_t p, size_t b0, size_t b1,
     // The vector loads below read what the tile stores wrote; the tile intrinsics do not tell
     // the compiler that they write memory.
     __asm__ volatile("" ::: "memory");
-    // Per row: the activation scale and the sums of each pair of sub-blocks' codes, as the
-    // int16 pairs the min term's vpmaddwd takes.
-    float dx[16];
-    int32_t xp[16][4];
-    for (size_t i = 0; i < 16; ++i) {
-      const uint8_t* xb = rows + i * x.act_stride + b * sizeof(BlockQ8_K);
-      std::memcpy(&dx[i], xb, 4);
-      int16_t bs[16];
-      std::memcpy(bs, xb + kBsumsOff, sizeof bs);
-      for (size_t q = 0; q < 4; ++q) {
-        const int32_t s0 = bs[4 * q] + bs[4 * q + 1], s1 = bs[4 * q + 2] + bs[4 * q + 3];
-        xp[i][q] = static_cast<int32_t>((static_cast<uint32_t>(s0) & 0xFFFFu) |
-                                        (static_cast<uint32_t>(s1) << 16));
-      }
-    }
     for (size_t c = 0; c < G; ++c) {
       const uint8_t* pw = panel_at(x.w, p + c);
       const uint8_t* blk = pw + b * W::kBlockBytes;
@@ -189,12 +200,13 @@ void row_tile(const Ctx& x, const uint8_t* rows, size_t p, size_t b0, size_t b1,
       for (size_t i = 0; i < 16; ++i) {
         const __m512i sumi = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(ia + 16 * i), 3),
                                               _mm512_load_si512(ia + 256 + 16 * i));
-        __m512i summ = _mm512_madd_epi16(mv[0], _mm512_set1_epi32(xp[i][0]));
+        const RowInfo& ri = info[i * x.nb + b];
+        __m512i summ = _mm512_madd_epi16(mv[0], _mm512_set1_epi32(ri.pairs[0]));
         for (size_t q = 1; q < 4; ++q) {
-          summ = _mm512_add_epi32(summ, _mm512_madd_epi16(mv[q], _mm512_set1_epi32(xp[i][q])));
+          summ = _mm512_add_epi32(summ, _mm512_madd_epi16(mv[q], _mm512_set1_epi32(ri.pairs[q])));
         }
         __m512 a = b == 0 ? _mm512_setzero_ps() : _mm512_load_ps(ac + 16 * i);
-        const __m512 dxi = _mm512_set1_ps(dx[i]);
+        const __m512 dxi = _mm512_set1_ps(ri.d);
         a = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(summ), _mm512_mul_ps(dmin, dxi), a);
         a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_mul_ps(d, dxi), a);
         _mm512_store_ps(ac + 16 * i, a);
@@ -220,7 +232,8 @@ void run_group(const Ctx& x, size_t t0, size_t t1, size_t p, float* y, size_t ld
     // The tile loads read what the vector stores just wrote.
     __asm__ volatile("" ::: "memory");
     for (size_t t = t0; t < t1; ++t) {
-      row_tile<W, G>(x, x.act + t * 16 * x.act_stride, p, b0, b1, x.acc + (t - t0) * kGroup * 256);
+      row_tile<W, G>(x, x.act + t * 16 * x.act_stride, x.info + (t - t0) * 16 * x.nb, p, b0, b1,
+                     x.acc + (t - t0) * kGroup * 256);
     }
   }
   for (size_t t = t0; t < t1; ++t) {
@@ -241,6 +254,7 @@ void run(const Ctx& x, size_t n_tiles, size_t p_begin, size_t p_end, float* y, s
          size_t o_end) {
   for (size_t t0 = 0; t0 < n_tiles; t0 += kRowTiles) {
     const size_t t1 = min_of(n_tiles, t0 + kRowTiles);
+    row_info(x, t0 * 16, t1 * 16);
     size_t p = p_begin;
     for (; p + kGroup <= p_end; p += kGroup) run_group<W, 2>(x, t0, t1, p, y, ldy, o_end);
     if (p < p_end) run_group<W, 1>(x, t0, t1, p, y, ldy, o_end);
@@ -255,14 +269,17 @@ void matmul_k_panels_amx(const PanelView& w, const uint8_t* act, size_t act_stri
   if (n_tiles > 0) {
     static const TileConfig config;
     _tile_loadconfig(&config);
-    uint8_t* mem = amx_thread_scratch(kScratchBytes);
+    const size_t nb = w.n_in / kKBlock;
+    const size_t fixed = kCodeBytes + kIntBytes + kAccBytes;
+    uint8_t* mem = amx_thread_scratch(fixed + kRowTiles * 16 * nb * sizeof(RowInfo));
     const Ctx x{w,
                 act,
                 act_stride,
-                w.n_in / kKBlock,
+                nb,
                 mem,
                 reinterpret_cast<int32_t*>(mem + kCodeBytes),
-                reinterpret_cast<float*>(mem + kCodeBytes + kIntBytes)};
+                reinterpret_cast<float*>(mem + kCodeBytes + kIntBytes),
+                reinterpret_cast<RowInfo*>(mem + fixed)};
     const size_t p_begin = o_begin / kPanelRows, p_end = (o_end + kPanelRows - 1) / kPanelRows;
     if (w.type == GgmlType::Q5_K) {
       run<Q5K>(x, n_tiles, p_begin, p_end, y, ldy, o_end);
