@@ -51,6 +51,9 @@ Runner add_make_model(CLI::App& app) {
                 "Q6_K, or the mixes Q4_K_M Q5_K_M (Q6_K output and some attn_v/ffn_down)");
   c->add_flag("--tied", o->spec.tied, "Omit output.weight (tied to token_embd)");
   c->add_option("--seed", o->spec.seed, "Random seed");
+  c->add_option("--residual-scale", o->spec.residual_scale,
+                "Spread of attn_output and ffn_down relative to the other weights (small: later "
+                "layers refine, so make-draft's drafts agree)");
   c->add_option("--context", o->spec.context_length, "Context length");
   c->add_option("--vocab-from", o->spec.vocab_from, "GGUF whose tokenizer metadata is copied");
   return [o] {

@@ -1,6 +1,7 @@
 #include "model/synthetic_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string_view>
 #include <thread>
@@ -64,6 +65,7 @@ struct WeightFill {
   uint64_t ne0;
   uint64_t rows;
   uint64_t seed;  // of this tensor; row r uses seed + r, so rows are independent streams
+  float stddev = kWeightStd;
 
   void operator()(uint8_t* dst, size_t n_bytes) const {
     const size_t row_bytes = ggml_row_bytes(type, ne0);
@@ -75,7 +77,7 @@ struct WeightFill {
       for (size_t r = first; r < last; ++r) {
         uint64_t s = seed + r;
         Xoshiro rng(splitmix64(s));
-        fill_normal(rng, kWeightStd, x.data(), x.size());
+        fill_normal(rng, stddev, x.data(), x.size());
         kernels::quantize_row(type, x.data(), dst + r * row_bytes, ne0);
       }
     };
@@ -156,6 +158,8 @@ void write_synthetic_model(const SyntheticSpec& spec, const std::string& path) {
                                                             std::to_string(block) + " for " +
                                                             std::string(ggml_type_name(spec.type)));
   check(spec.rope_base > 0.0f, "rope_base must be positive");
+  check(spec.residual_scale >= 0.0f && std::isfinite(spec.residual_scale),
+        "residual_scale must be a finite non-negative number");
 
   const gguf::File vocab = gguf::File::open(spec.vocab_from);
   const gguf::Value* tokens = vocab.find("tokenizer.ggml.tokens");
@@ -192,10 +196,11 @@ void write_synthetic_model(const SyntheticSpec& spec, const std::string& path) {
 
   // Each weight tensor draws from its own seed, so its values do not depend on the others.
   uint64_t seed_state = spec.seed;
-  auto weight = [&](const std::string& name, uint64_t ne0, uint64_t ne1, bool more_bits = false) {
+  auto weight = [&](const std::string& name, uint64_t ne0, uint64_t ne1, bool more_bits = false,
+                    float stddev = kWeightStd) {
     const uint64_t tensor_seed = splitmix64(seed_state);
     const GgmlType t = spec.k_mix && more_bits ? GgmlType::Q6_K : spec.type;
-    w.add_tensor(name, t, {ne0, ne1}, WeightFill{t, ne0, ne1, tensor_seed});
+    w.add_tensor(name, t, {ne0, ne1}, WeightFill{t, ne0, ne1, tensor_seed, stddev});
   };
   auto norm = [&](const std::string& name) {
     w.add_tensor(name, GgmlType::F32, {dim}, [](uint8_t* dst, size_t n_bytes) {
@@ -212,11 +217,11 @@ void write_synthetic_model(const SyntheticSpec& spec, const std::string& path) {
     weight(p + "attn_q.weight", dim, dim);
     weight(p + "attn_k.weight", dim, kv_dim);
     weight(p + "attn_v.weight", dim, kv_dim, more_bits);
-    weight(p + "attn_output.weight", dim, dim);
+    weight(p + "attn_output.weight", dim, dim, false, kWeightStd * spec.residual_scale);
     norm(p + "ffn_norm.weight");
     weight(p + "ffn_gate.weight", dim, ffn);
     weight(p + "ffn_up.weight", dim, ffn);
-    weight(p + "ffn_down.weight", ffn, dim, more_bits);
+    weight(p + "ffn_down.weight", ffn, dim, more_bits, kWeightStd * spec.residual_scale);
   }
   norm("output_norm.weight");
   if (!spec.tied) weight("output.weight", dim, n_vocab, true);

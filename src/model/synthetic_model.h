@@ -23,6 +23,11 @@ struct SyntheticSpec {
   // become Q6_K.
   bool k_mix = false;
   bool tied = false;  // no output.weight: the output projection reuses token_embd
+  // Scales the spread of the residual branches' output projections (attn_output, ffn_down).
+  // At 1 every layer's update outweighs the embedding, so a model cut to its first layers
+  // (lift make-draft) never agrees with the whole; small values make later layers refine, as
+  // in trained models, and such a draft agree often (speculative decoding benchmarks).
+  float residual_scale = 1.0f;
   uint64_t seed = 0;
   int context_length = 4096;
   float rope_base = 10000;

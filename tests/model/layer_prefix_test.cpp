@@ -11,11 +11,14 @@
 #include <string>
 #include <vector>
 
+#include "engine/generate.h"
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
 #include "model/llama_model.h"
+#include "model/synthetic_model.h"
 #include "test_paths.h"
 #include "util/error.h"
+#include "util/thread_pool.h"
 
 namespace lift {
 namespace {
@@ -120,6 +123,45 @@ TEST(LayerPrefix, PerLayerArraysAreCutToTheLayersKept) {
             (std::vector<int64_t>{1, 0}));
   EXPECT_EQ(dst.get_string_array("llama.layer_names"), (std::vector<std::string_view>{"a", "b"}));
   EXPECT_EQ(dst.get_int_array("llama.not_per_layer"), (std::vector<int64_t>{7, 8}));
+}
+
+// make-model's residual_scale: at 0 no layer changes the residual stream, so the first layer
+// alone gives the whole model's logits bit for bit; at 1 (every layer's update outweighs the
+// embedding) it agrees with nothing.
+TEST(LayerPrefix, ADraftOfAResidualFreeModelIsThatModel) {
+  SyntheticSpec spec;
+  spec.dim = 64;
+  spec.n_layers = 3;
+  spec.n_heads = 4;
+  spec.n_kv_heads = 2;
+  spec.ffn = 128;
+  spec.context_length = 64;
+  spec.vocab_from = test::model_path("stories260K/stories260K.gguf");
+  ThreadPool pool(1);
+  auto be = make_cpu_backend(pool);
+  const auto top1 = [&](const std::string& path) {
+    const auto m = LlamaModel::load(path);
+    std::vector<int32_t> out;
+    for (int32_t t = 3; t < 40; ++t) {
+      GenerationRequest r;
+      r.prompt = {1, t, t + 7};
+      r.max_tokens = 1;
+      r.sampling.temperature = 0;
+      out.push_back(generate(*m, *be, r).tokens.at(0));
+    }
+    return out;
+  };
+  size_t agree[2] = {};
+  for (const float scale : {0.0f, 1.0f}) {
+    spec.residual_scale = scale;
+    TempFile target("res"), draft("res-1");
+    write_synthetic_model(spec, target.path());
+    write_layer_prefix(target.path(), draft.path(), 1);
+    const std::vector<int32_t> t = top1(target.path()), d = top1(draft.path());
+    for (size_t i = 0; i < t.size(); ++i) agree[scale > 0] += t[i] == d[i];
+  }
+  EXPECT_EQ(agree[0], 37u);
+  EXPECT_LT(agree[1], 10u);
 }
 
 TEST(LayerPrefix, RefusesALayerCountOutsideTheModelAndOverwritingTheInput) {
