@@ -597,6 +597,14 @@ std::string Engine::memory_plan() const {
                 format_bytes(p.budget_bytes).c_str(), p.budget_from.c_str(),
                 cfg_.prefix_caching ? "on" : "off");
   s += buf;
+  if (p.draft_bytes_per_token > 0) {
+    std::snprintf(buf, sizeof buf,
+                  "lift: speculative draft model %s shares the blocks: %zu of each token's %zu "
+                  "bytes are its K/V\n",
+                  cfg_.spec.draft_model->config().name.c_str(), p.draft_bytes_per_token,
+                  p.bytes_per_token);
+    s += buf;
+  }
   if (const size_t w = scheduler_.config().kv_window; w > 0) {
     std::snprintf(buf, sizeof buf,
                   "lift: sliding window %zu on every layer: a sequence holds at most %zu blocks, "

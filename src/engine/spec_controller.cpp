@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/draft_proposer.h"
 #include "engine/ngram_proposer.h"
 #include "engine/request.h"
 #include "kv/kv_cache.h"
@@ -26,8 +27,8 @@ double expected_tokens(double a, size_t k) {
 
 }  // namespace
 
-std::shared_ptr<Proposer> make_proposer(const SpecConfig& cfg, const LlamaModel& /*target*/,
-                                        Backend& /*backend*/, const KvCache& /*kv*/) {
+std::shared_ptr<Proposer> make_proposer(const SpecConfig& cfg, const LlamaModel& target,
+                                        Backend& backend, const KvCache& kv) {
   switch (cfg.method) {
     case SpecMethod::off:
       return nullptr;
@@ -36,9 +37,10 @@ std::shared_ptr<Proposer> make_proposer(const SpecConfig& cfg, const LlamaModel&
     case SpecMethod::custom:
       return cfg.proposer;
     case SpecMethod::draft:
-      break;
+      return std::make_shared<DraftModelProposer>(*cfg.draft_model, target, backend, kv.n_blocks(),
+                                                  kv.block_size(), kv.type());
   }
-  throw Error("speculative decoding with a draft model is not available in this build yet");
+  throw Error("unknown speculative method");
 }
 
 SpecController::SpecController(const SpecConfig& cfg, size_t max_batched_tokens)
