@@ -177,8 +177,8 @@ int register_all() {
     }
   }
   if (best_isa() >= Isa::amx) {
-    // Q4_K/Q5_K prompt rows on AMX-INT8 tiles (the panel entry point picks them).
-    for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K}) {
+    // K-quant prompt rows on AMX-INT8 tiles (the panel entry point picks them).
+    for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
       for (Shape s : shapes) {
         for (size_t rows : {64u, 512u}) {
           const std::string name = bench_name(false, t, "q8_k", "amx-panel", s, rows);

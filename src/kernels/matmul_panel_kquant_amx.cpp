@@ -36,14 +36,14 @@ constexpr size_t kDigitTiles = 2;  // a * q and b * q
 constexpr size_t kQsOff = offsetof(BlockQ8_K, qs);
 constexpr size_t kBsumsOff = offsetof(BlockQ8_K, bsums);
 
-// Tiles 0-3: int32 accumulators (panel c: 2c for a * q, 2c + 1 for b * q); 4: activations;
-// 5, 6: weights.
+// Tiles 0-3: int32 accumulators (Q4_K/Q5_K panel c: 2c for a * q, 2c + 1 for b * q; Q6_K: one
+// per digit); 4: activations; 5-7: weights.
 struct alignas(64) TileConfig {
   uint8_t palette = 1;
   uint8_t start_row = 0;
   uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64};
-  uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16};
+  uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
+  uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
 };
 
 // Scratch: prepared codes [kChunk][kGroup][digit][step] tiles, the int32 tiles of one row tile,
@@ -67,13 +67,22 @@ inline size_t code_tile(size_t sb, size_t c, size_t digit, size_t step) {
 // Offsets within one panel super-block (panel.h).
 struct Q4K {
   static constexpr size_t kBlockBytes = k_panel_block_bytes(GgmlType::Q4_K);
+  static constexpr size_t kScaleBytes = k_panel_scale_bytes(GgmlType::Q4_K);  // d, dmin
   static constexpr size_t kHighOff = 0, kScOff = 2048, kMinOff = 2176;
+  static constexpr bool kSixBit = false;
 };
 struct Q5K {
   static constexpr size_t kBlockBytes = k_panel_block_bytes(GgmlType::Q5_K);
+  static constexpr size_t kScaleBytes = k_panel_scale_bytes(GgmlType::Q5_K);
   static constexpr size_t kHighOff = 2048, kScOff = 2560, kMinOff = 2688;
+  static constexpr bool kSixBit = false;
 };
-constexpr size_t kScaleBytes = k_panel_scale_bytes(GgmlType::Q4_K);  // d[16], dmin[16] f16
+struct Q6K {
+  static constexpr size_t kBlockBytes = k_panel_block_bytes(GgmlType::Q6_K);
+  static constexpr size_t kScaleBytes = k_panel_scale_bytes(GgmlType::Q6_K);  // d
+  static constexpr size_t kHighOff = 2048, kScOff = 3072;
+  static constexpr bool kSixBit = true;
+};
 
 // Writes the a * q and b * q tiles of one super-block of one panel. In step j, tile row v holds
 // quad v of the 64 inputs 64j.. of all 16 outputs: quads 0-3 are sub-block 2j's low nibbles,
@@ -186,7 +195,7 @@ void row_tile(const Ctx& x, const uint8_t* rows, const RowInfo* info, size_t p, 
     for (size_t c = 0; c < G; ++c) {
       const uint8_t* pw = panel_at(x.w, p + c);
       const uint8_t* blk = pw + b * W::kBlockBytes;
-      const uint8_t* ps = pw + x.nb * W::kBlockBytes + b * kScaleBytes;
+      const uint8_t* ps = pw + x.nb * W::kBlockBytes + b * W::kScaleBytes;
       const __m512 d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(ps)));
       const __m512 dmin =
           _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(ps + 32)));
@@ -217,6 +226,98 @@ void row_tile(const Ctx& x, const uint8_t* rows, const RowInfo* info, size_t p, 
 
 #undef LIFT_K_STEP
 
+// Q6_K: codes q in [-32, 31] and signed 8-bit scales, one per 16 inputs. With s = sc + 128
+// written in base 4, sc = 64 * (s3 - 2) + 16 * s2 + 4 * s1 + s0: four tiles of digit * q (at
+// most 96 in size, signed bytes) give sumi = 64 * C3 + 16 * C2 + 4 * C1 + C0, the AVX-512
+// kernel's sum_k sc_k * (dot_k - 32 * xsum_k). Tiles [digit][step] per super-block.
+constexpr size_t kQ6Digits = 4;
+
+// digit * q per byte: even and odd bytes multiplied apart, so no product carries into the next.
+inline __m512i times_digit(__m512i q, __m512i wd) {
+  const __m512i even = _mm512_set1_epi16(0x00FF);
+  const __m512i lo = _mm512_and_si512(_mm512_mullo_epi16(_mm512_and_si512(q, even), wd), even);
+  const __m512i hi = _mm512_mullo_epi16(_mm512_andnot_si512(even, q), wd);
+  return _mm512_or_si512(lo, _mm512_andnot_si512(even, hi));
+}
+
+void prepare_q6(const uint8_t* blk, uint8_t* tiles) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x30);
+  const __m512i bias = _mm512_set1_epi8(32);
+  for (size_t k = 0; k < 16; ++k) {
+    const __m512i s = _mm512_add_epi32(
+        _mm512_cvtepi8_epi32(
+            _mm_load_si128(reinterpret_cast<const __m128i*>(blk + Q6K::kScOff + 16 * k))),
+        _mm512_set1_epi32(128));
+    __m512i wd[kQ6Digits];
+    for (size_t g = 0; g < kQ6Digits; ++g) {
+      __m512i dg = _mm512_srli_epi32(s, static_cast<unsigned>(2 * g));
+      dg = g < 3 ? _mm512_and_si512(dg, _mm512_set1_epi32(3))
+                 : _mm512_sub_epi32(dg, _mm512_set1_epi32(2));
+      wd[g] = _mm512_or_si512(_mm512_and_si512(dg, _mm512_set1_epi32(0xFFFF)),
+                              _mm512_slli_epi32(dg, 16));
+    }
+    const __m512i hv = _mm512_load_si512(blk + Q6K::kHighOff + k * 64);
+    for (size_t j = 0; j < 4; ++j) {
+      const __m512i nv = _mm512_load_si512(blk + (2 * k + j / 2) * 64);
+      const __m512i low =
+          j % 2 == 0 ? _mm512_and_si512(nv, m4) : _mm512_and_si512(_mm512_srli_epi16(nv, 4), m4);
+      const __m512i high = j == 0   ? _mm512_slli_epi16(hv, 4)
+                           : j == 1 ? _mm512_slli_epi16(hv, 2)
+                           : j == 2 ? hv
+                                    : _mm512_srli_epi16(hv, 2);
+      const __m512i q = _mm512_sub_epi8(_mm512_or_si512(low, _mm512_and_si512(high, m2)), bias);
+      // Step k / 4, tile row 4 * (k % 4) + j: inputs 16k + 4j .. of the super-block.
+      const size_t row = 4 * (k % 4) + j;
+      for (size_t g = 0; g < kQ6Digits; ++g) {
+        uint8_t* tile = tiles + (g * kSteps + k / 4) * kTileBytes;
+        _mm512_store_si512(tile + row * 64, times_digit(q, wd[g]));
+      }
+    }
+  }
+}
+
+void row_tile_q6(const Ctx& x, const uint8_t* rows, const RowInfo* info, size_t p, size_t b0,
+                 size_t b1, float* acc_t) {
+  const size_t super_tiles = kQ6Digits * kSteps;
+  for (size_t b = b0; b < b1; ++b) {
+    const uint8_t* tiles = x.codes + (b - b0) * super_tiles * kTileBytes;
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    const uint8_t* a0 = rows + b * sizeof(BlockQ8_K) + kQsOff;
+    for (size_t j = 0; j < kSteps; ++j) {
+      _tile_loadd(4, a0 + 64 * j, x.act_stride);
+      _tile_loadd(5, tiles + (0 * kSteps + j) * kTileBytes, 64);
+      _tile_dpbssd(0, 4, 5);
+      _tile_loadd(6, tiles + (1 * kSteps + j) * kTileBytes, 64);
+      _tile_dpbssd(1, 4, 6);
+      _tile_loadd(7, tiles + (2 * kSteps + j) * kTileBytes, 64);
+      _tile_dpbssd(2, 4, 7);
+      _tile_loadd(5, tiles + (3 * kSteps + j) * kTileBytes, 64);
+      _tile_dpbssd(3, 4, 5);
+    }
+    _tile_stored(0, x.ints, 64);
+    _tile_stored(1, x.ints + 256, 64);
+    _tile_stored(2, x.ints + 512, 64);
+    _tile_stored(3, x.ints + 768, 64);
+    __asm__ volatile("" ::: "memory");  // the loads below read the tile stores
+    const uint8_t* ps = panel_at(x.w, p) + x.nb * Q6K::kBlockBytes + b * Q6K::kScaleBytes;
+    const __m512 d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(ps)));
+    for (size_t i = 0; i < 16; ++i) {
+      const int32_t* ci = x.ints + 16 * i;
+      __m512i sumi = _mm512_slli_epi32(_mm512_load_si512(ci + 768), 2);
+      sumi = _mm512_slli_epi32(_mm512_add_epi32(sumi, _mm512_load_si512(ci + 512)), 2);
+      sumi = _mm512_slli_epi32(_mm512_add_epi32(sumi, _mm512_load_si512(ci + 256)), 2);
+      sumi = _mm512_add_epi32(sumi, _mm512_load_si512(ci));
+      __m512 a = b == 0 ? _mm512_setzero_ps() : _mm512_load_ps(acc_t + 16 * i);
+      const __m512 dxi = _mm512_set1_ps(info[i * x.nb + b].d);
+      a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_mul_ps(d, dxi), a);
+      _mm512_store_ps(acc_t + 16 * i, a);
+    }
+  }
+}
+
 // Row tiles [t0, t1) times panels p.. (G of them) over all super-blocks, results to y.
 template <class W, size_t G>
 void run_group(const Ctx& x, size_t t0, size_t t1, size_t p, float* y, size_t ldy, size_t o_end) {
@@ -225,15 +326,25 @@ void run_group(const Ctx& x, size_t t0, size_t t1, size_t p, float* y, size_t ld
     for (size_t b = b0; b < b1; ++b) {
       for (size_t c = 0; c < G; ++c) {
         const uint8_t* blk = panel_at(x.w, p + c) + b * W::kBlockBytes;
-        prepare<W>(blk, x.codes + code_tile(b - b0, c, 0, 0) * kTileBytes,
-                   x.codes + code_tile(b - b0, c, 1, 0) * kTileBytes);
+        if constexpr (W::kSixBit) {
+          prepare_q6(blk, x.codes + (b - b0) * kQ6Digits * kSteps * kTileBytes);
+        } else {
+          prepare<W>(blk, x.codes + code_tile(b - b0, c, 0, 0) * kTileBytes,
+                     x.codes + code_tile(b - b0, c, 1, 0) * kTileBytes);
+        }
       }
     }
     // The tile loads read what the vector stores just wrote.
     __asm__ volatile("" ::: "memory");
     for (size_t t = t0; t < t1; ++t) {
-      row_tile<W, G>(x, x.act + t * 16 * x.act_stride, x.info + (t - t0) * 16 * x.nb, p, b0, b1,
-                     x.acc + (t - t0) * kGroup * 256);
+      const uint8_t* rows = x.act + t * 16 * x.act_stride;
+      const RowInfo* info = x.info + (t - t0) * 16 * x.nb;
+      float* acc_t = x.acc + (t - t0) * kGroup * 256;
+      if constexpr (W::kSixBit) {
+        row_tile_q6(x, rows, info, p, b0, b1, acc_t);
+      } else {
+        row_tile<W, G>(x, rows, info, p, b0, b1, acc_t);
+      }
     }
   }
   for (size_t t = t0; t < t1; ++t) {
@@ -256,8 +367,10 @@ void run(const Ctx& x, size_t n_tiles, size_t p_begin, size_t p_end, float* y, s
     const size_t t1 = min_of(n_tiles, t0 + kRowTiles);
     row_info(x, t0 * 16, t1 * 16);
     size_t p = p_begin;
-    for (; p + kGroup <= p_end; p += kGroup) run_group<W, 2>(x, t0, t1, p, y, ldy, o_end);
-    if (p < p_end) run_group<W, 1>(x, t0, t1, p, y, ldy, o_end);
+    if constexpr (!W::kSixBit) {
+      for (; p + kGroup <= p_end; p += kGroup) run_group<W, 2>(x, t0, t1, p, y, ldy, o_end);
+    }
+    for (; p < p_end; ++p) run_group<W, 1>(x, t0, t1, p, y, ldy, o_end);
   }
 }
 
@@ -281,7 +394,9 @@ void matmul_k_panels_amx(const PanelView& w, const uint8_t* act, size_t act_stri
                 reinterpret_cast<float*>(mem + kCodeBytes + kIntBytes),
                 reinterpret_cast<RowInfo*>(mem + fixed)};
     const size_t p_begin = o_begin / kPanelRows, p_end = (o_end + kPanelRows - 1) / kPanelRows;
-    if (w.type == GgmlType::Q5_K) {
+    if (w.type == GgmlType::Q6_K) {
+      run<Q6K>(x, n_tiles, p_begin, p_end, y, ldy, o_end);
+    } else if (w.type == GgmlType::Q5_K) {
       run<Q5K>(x, n_tiles, p_begin, p_end, y, ldy, o_end);
     } else {
       run<Q4K>(x, n_tiles, p_begin, p_end, y, ldy, o_end);

@@ -195,7 +195,7 @@ void matmul_panels(const PanelMatrix& w, const void* act, size_t act_stride,
   if (n_rows == 0 || o_begin == o_end) return;
   if (is_k_panel(w.type)) {
     // Whole tiles of 16 prompt rows on AMX: the same integers, so the same bits as AVX-512.
-    if (active_isa() == Isa::amx && w.type != GgmlType::Q6_K && n_rows >= 16) {
+    if (active_isa() == Isa::amx && n_rows >= 16) {
       return detail::matmul_k_panels_amx(detail::panel_view(w), static_cast<const uint8_t*>(act),
                                          act_stride, n_rows, y, ldy, o_begin, o_end);
     }

@@ -184,13 +184,13 @@ TEST(KernelPanel, BatchAndSplitInvariantBitwise) {
   }
 }
 
-// Q4_K/Q5_K prompt rows on AMX tiles (whole tiles of 16; the rest on AVX-512) give the AVX-512
+// K-quant prompt rows on AMX tiles (whole tiles of 16; the rest on AVX-512) give the AVX-512
 // kernel's bits: several passes of row tiles, a lone last panel, a partial one, leftover rows.
 TEST(KernelPanel, KQuantAmxEqualsAvx512Bitwise) {
   IsaGuard guard;
   if (best_isa() != Isa::amx) GTEST_SKIP() << "no AMX on this CPU";
   std::mt19937 rng(11);
-  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K}) {
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
     for (size_t n_in : {256u, 1536u}) {
       const size_t n_rows = n_in > 256 ? 37 : 533;
       PanelProblem prob(t, n_in, 37, n_rows, rng);
