@@ -386,20 +386,32 @@ void print_level(const Level& level, const bench::LevelMetrics& m, const SpecDec
   std::fflush(stdout);
 }
 
-void print_sweep_table(const std::vector<Level>& levels,
-                       const std::vector<bench::LevelMetrics>& ms) {
-  std::printf("\n%-14s %5s %5s %8s %10s %9s %9s %9s %9s %9s %9s %9s %9s\n", "level", "ok", "fail",
+// With speculative decoding's counters, two more columns: acceptance rate and tokens per
+// verify step.
+void print_sweep_table(const std::vector<Level>& levels, const std::vector<bench::LevelMetrics>& ms,
+                       const std::vector<SpecDecodeMetrics>& specs) {
+  const bool spec = std::any_of(specs.begin(), specs.end(),
+                                [](const SpecDecodeMetrics& x) { return !x.proposer.empty(); });
+  std::printf("\n%-14s %5s %5s %8s %10s %9s %9s %9s %9s %9s %9s %9s %9s", "level", "ok", "fail",
               "req/s", "out_tok/s", "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "itl_p50",
               "itl_p99", "e2el_p50", "e2el_p99");
+  std::printf(spec ? " %6s %7s\n" : "\n", "acc%", "acc_len");
   for (size_t i = 0; i < levels.size(); ++i) {
     const auto& m = ms[i];
-    std::printf("%-14s %5d %5d %8.2f %10.1f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.1f %9.1f\n",
+    std::printf("%-14s %5d %5d %8.2f %10.1f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.1f %9.1f",
                 levels[i].label.c_str(), m.completed, m.failed, m.request_throughput,
                 m.output_throughput, m.ttft.median * 1e3, m.ttft.p99 * 1e3, m.tpot.median * 1e3,
                 m.tpot.p99 * 1e3, m.itl.median * 1e3, m.itl.p99 * 1e3, m.e2el.median * 1e3,
                 m.e2el.p99 * 1e3);
+    if (spec) {
+      std::printf(" %6.1f %7.2f", 100.0 * specs[i].acceptance_rate(),
+                  specs[i].mean_accepted_length());
+    }
+    std::printf("\n");
   }
-  std::printf("(latencies in ms)\n");
+  std::printf(spec ? "(latencies in ms; acc%%: draft tokens accepted, acc_len: tokens per verify "
+                     "step)\n"
+                   : "(latencies in ms)\n");
   std::fflush(stdout);
 }
 
@@ -475,6 +487,7 @@ int run_serve_bench(const ServeBenchOptions& o) {
   }
 
   std::vector<bench::LevelMetrics> metrics;
+  std::vector<SpecDecodeMetrics> specs;
   json runs = json::array(), full_runs = json::array();
   bool any_empty = false;
   size_t dataset_pos = 1;
@@ -489,6 +502,7 @@ int run_serve_bench(const ServeBenchOptions& o) {
     print_level(level, m, spec);
     if (m.completed == 0) any_empty = true;
     metrics.push_back(m);
+    specs.push_back(spec);
 
     json j = {{"label", level.label},
               {"max_concurrency", level.concurrency > 0 ? json(level.concurrency) : json(nullptr)},
@@ -512,7 +526,7 @@ int run_serve_bench(const ServeBenchOptions& o) {
     j["errors"] = errors;
     full_runs.push_back(j);
   }
-  if (levels.size() > 1) print_sweep_table(levels, metrics);
+  if (levels.size() > 1) print_sweep_table(levels, metrics, specs);
 
   const json head = {{"benchmark", "serve"},
                      {"base_url", base},
