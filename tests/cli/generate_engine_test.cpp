@@ -1,6 +1,6 @@
 // `lift generate` through the serving engine: the golden greedy ids with and without
 // speculative decoding (both proposers), stop strings, min_tokens, the --stats and --json
-// reports, and clear errors for the speculative-decoding flags.
+// reports, clear errors for the speculative-decoding flags; bench throughput's spec counters.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -151,6 +151,30 @@ TEST(E2EGenerate, StatsAndJsonReport) {
                    1.0 + static_cast<double>(accepted) / static_cast<double>(drafts));
   // Every step after the prefill yields one token plus the accepted drafts.
   EXPECT_LE(j["steps"].get<uint64_t>(), 56u);
+}
+
+TEST(E2EBench, ThroughputReportsSpecCounters) {
+  const std::string cmd = test::lift_binary() + " bench throughput -m " +
+                          test::model_path("stories260K/stories260K.gguf") +
+                          " --num-prompts 2 --input-len 16 --output-len 24 --scheduler continuous"
+                          " --spec ngram --spec-fixed --spec-tokens 3 2>&1";
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf;
+  for (size_t n; (n = fread(buf.data(), 1, buf.size(), p)) > 0;) out.append(buf.data(), n);
+  ASSERT_EQ(pclose(p), 0) << out;
+  EXPECT_NE(out.find("speculative decoding ngram:"), std::string::npos) << out;
+  const nlohmann::json j = json_report(out);
+  ASSERT_TRUE(j.is_object()) << out;
+  const auto& s = j["runs"][0]["spec"];
+  ASSERT_TRUE(s.is_object()) << out;
+  EXPECT_EQ(s["proposer"], "ngram");
+  EXPECT_GT(s["drafts"].get<uint64_t>(), 0u);
+  EXPECT_LE(s["draft_tokens"].get<uint64_t>(), 3 * s["drafts"].get<uint64_t>());
+  // No draft is longer than --spec-tokens: positions past it stay 0.
+  const auto& per_pos = s["accepted_per_pos"];
+  ASSERT_GE(per_pos.size(), 3u) << out;
+  for (size_t i = 3; i < per_pos.size(); ++i) EXPECT_EQ(per_pos[i], 0) << i;
 }
 
 TEST(E2EGenerate, SpecFlagErrorsNameTheFlag) {
