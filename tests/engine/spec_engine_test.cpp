@@ -342,17 +342,19 @@ TEST(SpecEngine, ControllerTurnsSpeculationDownWhenStepsAreComputeBound) {
   EXPECT_LE(running[0]->spec_k, 1u);  // at most a probe
 }
 
-TEST(SpecEngine, SampledNextTokenKeepsTheTargetsDistribution) {
-  // Token 1 comes from the prefill; token 2 is verified against a point-mass proposal of the
-  // likeliest token. Grouped by token 1, token 2's frequencies must follow p(. | prompt, x1).
+// Token 1 comes from the prefill; token 2 is verified against a proposal (K = 1: max_tokens 3
+// leaves room for the bonus token). Among the runs whose token 1 is the likeliest one, token
+// 2's frequencies must follow p(. | prompt, x1), which the model gives directly.
+class NextTokenDistribution : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(NextTokenDistribution, SampledWithSpeculationFollowsTheTarget) {
   const std::vector<int32_t> prompt = fx().tok.encode("Once upon a time, there was a", true, false);
   RequestParams p;
-  p.max_tokens = 3;  // the cap leaves room for the bonus token: K = 1 at token 2
+  p.max_tokens = 3;
   p.ignore_eos = true;
   p.sampling.temperature = 1.0f;
   p.sampling.top_k = 6;
-  const size_t n = 3000;
-  // The most likely first token, and the distribution of the second after it.
+  const size_t n = 2500;
   ThreadPool pool(1);
   auto be = make_cpu_backend(pool);
   std::vector<float> last;
@@ -360,7 +362,7 @@ TEST(SpecEngine, SampledNextTokenKeepsTheTargetsDistribution) {
   g.prompt = prompt;
   g.max_tokens = 1;
   g.sampling.temperature = 0;
-  const int32_t x1 = generate(*fx().model, *be, g, {}, [&](std::span<const float>) {}).tokens.at(0);
+  const int32_t x1 = generate(*fx().model, *be, g).tokens.at(0);
   g.prompt.push_back(x1);
   generate(*fx().model, *be, g, {},
            [&](std::span<const float> l) { last.assign(l.begin(), l.end()); });
@@ -368,7 +370,7 @@ TEST(SpecEngine, SampledNextTokenKeepsTheTargetsDistribution) {
   std::vector<float> dist(last.size());
   const std::vector<int32_t> out1 = {x1};
   sampler.distribution(last, p.sampling, prompt, out1, dist);
-  const int32_t likeliest =
+  const auto likeliest =
       static_cast<int32_t>(std::max_element(dist.begin(), dist.end()) - dist.begin());
 
   class Fixed final : public Proposer {
@@ -383,7 +385,15 @@ TEST(SpecEngine, SampledNextTokenKeepsTheTargetsDistribution) {
     int32_t t_;
   };
   EngineConfig c = config(512, SpecMethod::custom, 1);
-  c.spec.proposer = std::make_shared<Fixed>(likeliest);
+  std::unique_ptr<LlamaModel> draft;
+  if (GetParam() == "point-mass") {
+    c.spec.proposer = std::make_shared<Fixed>(likeliest);
+  } else {
+    // A real q: the 4-layer cut of stories260K, sampled with the same options.
+    draft = LlamaModel::load(test::model_path("stories260K/stories260K-draft-L4.gguf"));
+    c.spec.method = SpecMethod::draft;
+    c.spec.draft_model = draft.get();
+  }
   Engine e(*fx().model, fx().tok, c);
   std::vector<Submitted> subs;
   for (size_t i = 0; i < n; ++i) {
@@ -401,24 +411,31 @@ TEST(SpecEngine, SampledNextTokenKeepsTheTargetsDistribution) {
     counts[r.tokens[1]] += 1;
     total += 1;
   }
-  EXPECT_GT(e.metrics().spec.drafts, 0u);
+  const SpecDecodeMetrics& m = e.metrics().spec;
+  EXPECT_GE(m.drafts, n);  // every request verified a draft at token 2
+  EXPECT_GT(m.accepted_tokens, 0u);
+  EXPECT_LT(m.accepted_tokens, m.draft_tokens);  // and some were rejected
   ASSERT_GT(total, 500);
   double chi2 = 0;
   size_t cells = 0;
   for (size_t t = 0; t < dist.size(); ++t) {
-    const double want = dist[t] * total;
+    const auto id = static_cast<int32_t>(t);
     if (dist[t] == 0) {
-      EXPECT_EQ(counts.count(static_cast<int32_t>(t)), 0u) << "token " << t << " is outside top-k";
+      EXPECT_EQ(counts.count(id), 0u) << "token " << t << " is outside the top-k";
       continue;
     }
-    const double got = counts.count(static_cast<int32_t>(t)) ? counts[static_cast<int32_t>(t)] : 0;
+    const double want = dist[t] * total;
+    const double got = counts.count(id) ? counts[id] : 0;
     chi2 += (got - want) * (got - want) / want;
     ++cells;
   }
-  // 5 degrees of freedom (6 cells): the 0.999 quantile of chi-square(5) is 20.5.
+  // 6 cells, 5 degrees of freedom: the 0.999 quantile of chi-square(5) is 20.52.
   ASSERT_EQ(cells, 6u);
-  EXPECT_LT(chi2, 20.5);
+  EXPECT_LT(chi2, 20.52) << GetParam();
 }
+
+INSTANTIATE_TEST_SUITE_P(SpecEngine, NextTokenDistribution,
+                         ::testing::Values("point-mass", "draft-model"));
 
 }  // namespace
 }  // namespace lift
