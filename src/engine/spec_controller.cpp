@@ -14,7 +14,7 @@ namespace lift {
 
 namespace {
 
-constexpr double kStepDecay = 0.8;  // weight of the old average of a step cost
+constexpr double kStepDecay = 0.9;  // weight of the old average against a slower step
 constexpr double kSeqDecay = 0.8;   // a sequence's acceptance forgets old drafts fast
 constexpr double kAllDecay = 0.99;  // the proposer's overall rate, slowly
 constexpr double kPriorWeight = 2;  // pseudo-observations behind a prior rate
@@ -52,8 +52,17 @@ double SpecController::acceptance() const {
 
 void SpecController::observe_step(size_t n_tokens, double seconds) {
   if (n_tokens == 0 || n_tokens >= cost_.size() || !(seconds > 0)) return;
+  // Timing noise only ever adds (another process took the core, a page fault): the average
+  // follows a faster step at once and a slower one slowly, never more than twice itself, so
+  // one stalled step cannot hold a K at 0 that a quiet machine would take.
   double& c = cost_[n_tokens];
-  c = c == 0 ? seconds : kStepDecay * c + (1 - kStepDecay) * seconds;
+  if (c == 0) {
+    c = seconds;
+  } else if (seconds < c) {
+    c = 0.5 * c + 0.5 * seconds;
+  } else {
+    c = kStepDecay * c + (1 - kStepDecay) * std::min(seconds, 2 * c);
+  }
 }
 
 void SpecController::observe_draft(Sequence& seq, size_t proposed, size_t accepted, bool rejected) {

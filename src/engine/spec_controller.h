@@ -11,7 +11,8 @@
 // (few sequences) c barely grows with n and K climbs; where they are compute-bound (many
 // sequences) c grows in proportion and K stays 0; a poor draft's a drives K to 0 too.
 //
-// c(n) is an exponential average of measured step times per token count n; between measured
+// c(n) is an average of measured step times per token count n, quick to follow a faster step
+// and slow to follow a slower one (noise on a shared machine only adds); between measured
 // counts it is interpolated, beyond them extrapolated with the measured slope (or a prior of
 // kPriorSlope per token until two counts are known). A sequence held at K = 0 by a low
 // estimate is probed with K = 1 every kProbeInterval steps, so the estimate can recover.
