@@ -62,8 +62,8 @@ int32_t SpecVerifier::verify(std::span<float> logits, const SamplingParams& para
     throw std::invalid_argument("SpecVerifier: draft distribution has " + std::to_string(q.size()) +
                                 " entries, vocab size is " + std::to_string(vocab));
 
-  // The bonus row and greedy rows are plain sampling: same uniform, same bits.
-  if (draft < 0 || Sampler::is_greedy(params)) {
+  // The bonus row, greedy rows and point masses are plain sampling: same uniform, same bits.
+  if (draft < 0 || q.empty() || Sampler::is_greedy(params)) {
     const int32_t t =
         sampler_.sample(logits, params, prompt, output, sample_index, position, result);
     if (accepted != nullptr) *accepted = draft >= 0 && t == draft;
@@ -75,7 +75,7 @@ int32_t SpecVerifier::verify(std::span<float> logits, const SamplingParams& para
 
   const auto x = static_cast<size_t>(draft);
   const double px = static_cast<double>(p_[x]);
-  const double qx = q.empty() ? 1.0 : static_cast<double>(q[x]);
+  const double qx = static_cast<double>(q[x]);
   // u < p/q, written without the division: q(x) == 0 (a draft its own q rules out) then
   // accepts whenever p(x) > 0, the limit of min(1, p/q).
   const double u_accept = spec_uniform(params.seed, SpecDraw::accept, sample_index, position);
@@ -83,12 +83,7 @@ int32_t SpecVerifier::verify(std::span<float> logits, const SamplingParams& para
 
   int32_t token = draft;
   if (!ok) {
-    if (q.empty()) {
-      std::copy(p_.begin(), p_.end(), residual_.begin());
-      residual_[x] = 0.0f;
-    } else {
-      for (size_t i = 0; i < vocab; ++i) residual_[i] = std::max(0.0f, p_[i] - q[i]);
-    }
+    for (size_t i = 0; i < vocab; ++i) residual_[i] = std::max(0.0f, p_[i] - q[i]);
     const bool empty =
         std::none_of(residual_.begin(), residual_.end(), [](float v) { return v > 0.0f; });
     const double u = spec_uniform(params.seed, SpecDraw::residual, sample_index, position);

@@ -11,22 +11,31 @@
 // where beta is the acceptance probability. The first term is min(p(t), q(t)); the residual's
 // normalizer is sum max(0, p - q) = 1 - beta, so the second term is max(0, p(t) - q(t)); the sum
 // is min + max(0, p - q) = p(t). Hence the token standing at each position is an exact sample
-// of p whatever q is; a good q only makes acceptance (and so speed) more likely. A point-mass
-// proposal (n-gram lookup) is the case q = delta_x: accept with probability p(x), else draw from p
-// with x removed. If p == q the residual is empty, but then rejection has probability 0; rounding
-// can still reach it, and drawing from p there is the limit of the rule.
+// of p whatever q is; a good q only makes acceptance (and so speed) more likely. If p == q the
+// residual is empty, but then rejection has probability 0; rounding can still reach it, and
+// drawing from p there is the limit of the rule.
+//
+// A point-mass proposal (q = delta_x: n-gram lookup, and any proposer's greedy drafts) takes a
+// coupled form of the same rule: draw t from p exactly as Sampler::sample does (its own uniform,
+// counter_uniform(seed, sample_index, position)), accept iff t == x, and emit t. It is the rule
+// in distribution: P(accept) = P(t == x) = p(x), and given rejection t ~ p restricted to t != x,
+// normalized, which is normalize(max(0, p - delta_x)). And it is plain decoding's draw bit for
+// bit, so a seeded sampled request gives the same tokens and logprobs with n-gram speculation as
+// without, whatever K the controller picks from its timings. A real q (a draft model sampling at
+// temperature > 0) keeps the rule above with its own uniforms: its output follows the same
+// distribution as plain decoding, but is not the same text for a given seed.
 //
 // After a rejection the later drafts are discarded; after all K are accepted the row after the
 // last draft (the bonus row) draws from p exactly as Sampler::sample does, so a sequence gains
 // between 1 and K + 1 tokens per step.
 //
-// Greedy requests (temperature 0, or top_k == 1) never use the rule: the verifier's token is
-// Sampler::sample's argmax with the same logprobs, and the draft is accepted iff it equals it.
-// Greedy output with speculation is therefore bitwise the output without it.
+// Greedy requests (temperature 0, or top_k == 1) are the coupled form with no randomness: the
+// verifier's token is Sampler::sample's argmax with the same logprobs, and the draft is accepted
+// iff it equals it. Greedy output with speculation is therefore bitwise the output without it.
 //
-// Randomness: the accept test and the residual draw use spec_uniform(seed, SpecDraw::accept /
-// SpecDraw::residual, sample_index, position), never the plain sampler's uniform, so every draw
-// is still a pure function of (seed, sample, position).
+// Randomness: with a real q, the accept test and the residual draw use spec_uniform(seed,
+// SpecDraw::accept / SpecDraw::residual, sample_index, position): independent of each other and
+// of the draft's own draw, and still pure functions of (seed, sample, position).
 #pragma once
 
 #include <cstddef>
@@ -61,9 +70,9 @@ class SpecVerifier {
   // `logits` (vocab entries, modified in place as Sampler::sample modifies them), given the
   // proposer's `draft` drawn from `q`:
   //   draft == -1: the bonus row; exactly Sampler::sample (same token, bits and logprobs).
-  //   greedy params: Sampler::sample's argmax; accepted iff it equals draft.
-  //   otherwise: the rule above; q is a vocab-sized distribution or empty (point mass at
-  //   draft).
+  //   greedy params, or q empty (a point mass at draft): exactly Sampler::sample; accepted
+  //   iff its token equals draft.
+  //   otherwise: the rejection rule above with q, a vocab-sized distribution.
   // *accepted (may be null) says whether the returned token is the draft. `result` (may be
   // null) gets the returned token's raw logprob and the top n_logprobs alternatives exactly
   // as Sampler::sample reports them. `prompt` / `output` are as for Sampler::sample; output
