@@ -138,6 +138,9 @@ void SpecController::plan(const std::vector<Sequence*>& running, size_t base_tok
   };
   double value = static_cast<double>(decoding);  // expected tokens out of the step
   double cost = base_cost;
+  // More tokens never cost less: a count measured in a quiet moment must not undercut the plain
+  // step measured under load, or a draft the target never accepts looks free.
+  double pass = base_cost;
   size_t n = base_tokens, k_max = 0, n_spec = 0;
   for (;;) {
     Sequence* best = nullptr;
@@ -154,11 +157,13 @@ void SpecController::plan(const std::vector<Sequence*>& running, size_t base_tok
     if (best == nullptr) break;
     const size_t k_max2 = std::max(k_max, best->spec_k + 1);
     const size_t n_spec2 = n_spec + (best->spec_k == 0 ? 1 : 0);
-    const double cost2 = step_cost(n + 1) + proposer.cost_seconds(n_spec2, k_max2);
+    const double pass2 = std::max(step_cost(n + 1), pass);
+    const double cost2 = pass2 + proposer.cost_seconds(n_spec2, k_max2);
     if ((value + gain) * cost <= value * cost2) break;  // tokens per second would not grow
     ++best->spec_k;
     value += gain;
     cost = cost2;
+    pass = pass2;
     ++n;
     k_max = k_max2;
     n_spec = n_spec2;
