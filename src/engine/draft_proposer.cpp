@@ -84,11 +84,32 @@ DraftModelProposer::DraftModelProposer(LlamaModel& draft, const LlamaModel& targ
       kv_(draft.config(), n_blocks, block_size, kv_type),
       sampler_(draft.config().n_vocab),
       vocab_(static_cast<size_t>(draft.config().n_vocab)),
+      held_(n_blocks, 0),
       prior_pass_seconds_(static_cast<double>(draft.weight_bytes()) / kPriorBytesPerSecond) {}
 
 int32_t DraftModelProposer::token_at(const DraftRequest& r, const Draft& d, size_t pos) const {
   const std::vector<int32_t>& t = r.seq->tokens;
   return pos < t.size() ? t[pos] : d.tokens[pos - t.size()];
+}
+
+size_t DraftModelProposer::valid_prefix(const Sequence& seq) const {
+  const BlockTable& t = seq.table;
+  const size_t n = std::min(t.hashes.size(), t.blocks.size());
+  size_t m = 0;
+  while (m < n && t.blocks[m] >= 0 && held_[static_cast<size_t>(t.blocks[m])] == t.hashes[m]) ++m;
+  // A full block the draft did not compute ends what is valid, whatever the sequence's own count
+  // says (its table may have taken an equal block from the prefix cache since); past the full
+  // blocks the count alone knows.
+  const size_t by_hash = m * kv_.block_size();
+  return m < t.hashes.size() ? by_hash : std::max(seq.proposer_computed, by_hash);
+}
+
+void DraftModelProposer::mark_written(const Sequence& seq, size_t begin, size_t end) {
+  const BlockTable& t = seq.table;
+  const size_t bs = kv_.block_size();
+  for (size_t i = begin / bs; i * bs < end; ++i) {
+    held_[static_cast<size_t>(t.blocks[i])] = i < t.hashes.size() ? t.hashes[i] : 0;
+  }
 }
 
 size_t DraftModelProposer::build_pass(std::span<const DraftRequest> reqs,
@@ -176,7 +197,7 @@ void DraftModelProposer::propose(std::span<const DraftRequest> reqs, std::span<D
                   " has no token to continue");
     }
     // The last token is fed even if the draft ran it before: its logits give the first guess.
-    s.fed = std::min(seq.proposer_computed, s.len - 1);
+    s.fed = std::min(valid_prefix(seq), s.len - 1);
     const size_t need = s.len - 1 + reqs[i].max_tokens;  // positions run, the last draft's too
     if (seq.table.blocks.size() * kv_.block_size() < need) {
       throw Error("internal: draft proposer: sequence " + std::to_string(seq.id) +
@@ -196,6 +217,10 @@ void DraftModelProposer::propose(std::span<const DraftRequest> reqs, std::span<D
     draft_.forward(backend_,
                    ForwardBatch{tokens_, positions_, tables_, logit_rows_, pass_n_prompt_}, kv_,
                    logits_.data());
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      if (slots_[i].take > 0)
+        mark_written(*reqs[i].seq, slots_[i].fed - slots_[i].take, slots_[i].fed);
+    }
     for (size_t j = 0; j < rows; ++j) {
       const size_t i = row_slot_[j];
       choose(reqs[i], slots_[i], drafts[i], {logits_.data() + j * vocab_, vocab_});

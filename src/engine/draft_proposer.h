@@ -7,7 +7,11 @@
 // (engine/memory_plan.h), so prefix caching, forks, copy-on-write and preemption need no
 // second allocator. What the draft holds for a sequence is Sequence::proposer_computed
 // positions; the engine lowers it on rollback and preemption, and the next propose() feeds the
-// draft what it has not seen.
+// draft what it has not seen. Full blocks are also known by their prefix-cache hash: each block
+// remembers the hash of the full block whose draft K/V it holds, so a block the prefix cache
+// hands a sequence (admission, recompute after preemption, a merge with an equal block) is
+// reused when the draft computed it and recomputed when not. A 64-bit hash collision could only
+// cost acceptance: the target verifies every draft.
 #pragma once
 
 #include <cstdint>
@@ -67,6 +71,11 @@ class DraftModelProposer : public Proposer {
   };
 
   int32_t token_at(const DraftRequest& r, const Draft& d, size_t pos) const;
+  // The first position of seq whose draft K/V is not known to be in its blocks.
+  size_t valid_prefix(const Sequence& seq) const;
+  // Positions [begin, end) of seq were just written: its blocks there now hold the K/V of
+  // their full block's hash (0 when not full and hashed yet).
+  void mark_written(const Sequence& seq, size_t begin, size_t end);
   // Builds one pass: each unfinished slot's next tokens, prompt-kind rows first; returns the
   // number of logits rows.
   size_t build_pass(std::span<const DraftRequest> reqs, std::span<const Draft> drafts);
@@ -80,6 +89,7 @@ class DraftModelProposer : public Proposer {
   KvCache kv_;
   Sampler sampler_;
   size_t vocab_ = 0;
+  std::vector<uint64_t> held_;  // [block]: hash of the full block its draft K/V is for; 0: none
   std::vector<Slot> slots_;
   std::vector<int32_t> tokens_, positions_, logit_rows_;
   size_t pass_n_prompt_ = 0;  // of tokens_, the prompt-kind rows

@@ -224,6 +224,42 @@ TEST(DraftProposer, CopyBlockCarriesTheDraftsKv) {
   EXPECT_NE(bc[1].probs, da[0].probs);
 }
 
+// Full blocks are known by their prefix-cache hash: a block the draft computed is reused by any
+// sequence whose table holds it under that hash; one it did not compute is run again, whatever
+// the sequence's own count says.
+TEST(DraftProposer, FullBlocksAreReusedOrRecomputedByTheirPrefixHash) {
+  Models& m = Models::get();
+  DraftModelProposer p = m.proposer();
+  std::vector<int32_t> out(35);
+  std::iota(out.begin(), out.end(), 300);  // 40 tokens: two full blocks and 8 more
+  Seq a(kPrompt, out, sampled(), blocks(0, 4));
+  a.seq.table.hashes = {11, 22};  // as the block manager committed positions 0..31
+  std::vector<Draft> da(1), d(1);
+  p.propose(std::vector<DraftRequest>{{&a.seq, 3}}, da);
+  // Another sequence whose table holds blocks 0 and 1 under those hashes (a prefix-cache hit):
+  // only positions 32.. are run, so even a first token of its own does not change the drafts.
+  std::vector<int32_t> other = kPrompt;
+  other[1] = 404;
+  Seq b(other, out, sampled(), {0, 1, 9, 10});
+  b.seq.table.hashes = {11, 22};
+  p.propose(std::vector<DraftRequest>{{&b.seq, 3}}, d);
+  EXPECT_EQ(d[0].probs, da[0].probs);
+  // A table that took an equal block the draft never computed (a merge): recomputed from 16.
+  Seq c(kPrompt, out, sampled(), {0, 12, 13, 14});
+  c.seq.table.hashes = {11, 22};
+  c.seq.proposer_computed = c.seq.tokens.size() - 1;
+  d[0].clear();
+  p.propose(std::vector<DraftRequest>{{&c.seq, 3}}, d);
+  EXPECT_EQ(d[0].tokens, da[0].tokens);
+  EXPECT_EQ(d[0].probs, da[0].probs);
+  // Block 12 now holds that block: a's table may take it too.
+  Seq e(kPrompt, out, sampled(), {0, 12, 15, 16});
+  e.seq.table.hashes = {11, 22};
+  d[0].clear();
+  p.propose(std::vector<DraftRequest>{{&e.seq, 3}}, d);
+  EXPECT_EQ(d[0].probs, da[0].probs);
+}
+
 TEST(DraftProposer, CostBeforeAnyMeasurementIsTheDraftsWeightsAt10GBPerSecond) {
   Models& m = Models::get();
   DraftModelProposer p = m.proposer();
