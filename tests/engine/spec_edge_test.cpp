@@ -246,7 +246,7 @@ std::vector<Result> expect_replay_equals_plain(const std::vector<Job>& js, size_
 }
 
 TEST(SpecEdge, RequestsEndingInsideAnAcceptedDraftEndWherePlainDecodingEnds) {
-  // Greedy and sampled, so the stop strings are texts these runs produce.
+  // Free runs, one greedy and two sampled, give the stop strings: texts these runs produce.
   const std::vector<int32_t> prompt =
       stories().tok.encode("Once upon a time, there was a", true, false);
   RequestParams base;
@@ -283,9 +283,14 @@ TEST(SpecEdge, RequestsEndingInsideAnAcceptedDraftEndWherePlainDecodingEnds) {
     stop_id.params.sampling.logit_bias.clear();
     js.push_back(stop_id);
   }
-  size_t inside = 0;
-  for (const Result& r : expect_replay_equals_plain(js, &inside))
+  size_t inside = 0, expected_inside = 0;
+  for (const Result& r : expect_replay_equals_plain(js, &inside)) {
     EXPECT_EQ(r[0].finish, FinishReason::stop);
+    // Output 0 comes from the prefill; each step then verifies 8 drafts and adds the target's
+    // own token at outputs 9, 18, ...: every other last output is a draft token.
+    expected_inside += (r[0].completion_tokens - 1) % 9 != 0;
+  }
+  EXPECT_EQ(inside, expected_inside);
   EXPECT_GT(inside, js.size() / 2) << "too few requests ended inside a draft";
 }
 
