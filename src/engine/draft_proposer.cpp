@@ -92,23 +92,33 @@ int32_t DraftModelProposer::token_at(const DraftRequest& r, const Draft& d, size
   return pos < t.size() ? t[pos] : d.tokens[pos - t.size()];
 }
 
-size_t DraftModelProposer::valid_prefix(const Sequence& seq) const {
+// What a block not full (or not committed) yet holds: this sequence's draft K/V at this index of
+// its table. Top bit set, so it is no block hash the engine would make (2^-63 odds otherwise).
+uint64_t DraftModelProposer::own_tag(const Sequence& seq, size_t index) {
+  return (1ULL << 63) | (seq.id * 0x9e3779b97f4a7c15ULL ^ index);
+}
+
+size_t DraftModelProposer::valid_prefix(const Sequence& seq) {
   const BlockTable& t = seq.table;
+  const size_t bs = kv_.block_size();
   const size_t n = std::min(t.hashes.size(), t.blocks.size());
-  size_t m = 0;
-  while (m < n && t.blocks[m] >= 0 && held_[static_cast<size_t>(t.blocks[m])] == t.hashes[m]) ++m;
-  // A full block the draft did not compute ends what is valid, whatever the sequence's own count
-  // says (its table may have taken an equal block from the prefix cache since); past the full
-  // blocks the count alone knows.
-  const size_t by_hash = m * kv_.block_size();
-  return m < t.hashes.size() ? by_hash : std::max(seq.proposer_computed, by_hash);
+  for (size_t m = 0; m < n; ++m) {
+    if (t.blocks[m] < 0) return m * bs;
+    uint64_t& held = held_[static_cast<size_t>(t.blocks[m])];
+    if (held == t.hashes[m]) continue;  // the draft ran this very block, for some sequence
+    // Written by this sequence before the target committed it: valid as far as its count goes.
+    if (held != own_tag(seq, m)) return m * bs;
+    if ((m + 1) * bs > seq.proposer_computed) return std::max(seq.proposer_computed, m * bs);
+    held = t.hashes[m];  // known by its hash from now on, for every table that holds it
+  }
+  return std::max(seq.proposer_computed, n * bs);
 }
 
 void DraftModelProposer::mark_written(const Sequence& seq, size_t begin, size_t end) {
   const BlockTable& t = seq.table;
   const size_t bs = kv_.block_size();
   for (size_t i = begin / bs; i * bs < end; ++i) {
-    held_[static_cast<size_t>(t.blocks[i])] = i < t.hashes.size() ? t.hashes[i] : 0;
+    held_[static_cast<size_t>(t.blocks[i])] = i < t.hashes.size() ? t.hashes[i] : own_tag(seq, i);
   }
 }
 

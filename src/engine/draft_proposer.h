@@ -72,10 +72,11 @@ class DraftModelProposer : public Proposer {
 
   int32_t token_at(const DraftRequest& r, const Draft& d, size_t pos) const;
   // The first position of seq whose draft K/V is not known to be in its blocks.
-  size_t valid_prefix(const Sequence& seq) const;
+  size_t valid_prefix(const Sequence& seq);
   // Positions [begin, end) of seq were just written: its blocks there now hold the K/V of
-  // their full block's hash (0 when not full and hashed yet).
+  // their full block's hash, or of own_tag() before the block is committed.
   void mark_written(const Sequence& seq, size_t begin, size_t end);
+  static uint64_t own_tag(const Sequence& seq, size_t index);
   // Builds one pass: each unfinished slot's next tokens, prompt-kind rows first; returns the
   // number of logits rows.
   size_t build_pass(std::span<const DraftRequest> reqs, std::span<const Draft> drafts);
@@ -89,7 +90,8 @@ class DraftModelProposer : public Proposer {
   KvCache kv_;
   Sampler sampler_;
   size_t vocab_ = 0;
-  std::vector<uint64_t> held_;  // [block]: hash of the full block its draft K/V is for; 0: none
+  // [block]: the hash of the full block whose draft K/V it holds, an own_tag(), or 0: none.
+  std::vector<uint64_t> held_;
   std::vector<Slot> slots_;
   std::vector<int32_t> tokens_, positions_, logit_rows_;
   size_t pass_n_prompt_ = 0;  // of tokens_, the prompt-kind rows

@@ -260,6 +260,29 @@ TEST(DraftProposer, FullBlocksAreReusedOrRecomputedByTheirPrefixHash) {
   EXPECT_EQ(d[0].probs, da[0].probs);
 }
 
+// Blocks the draft filled before the target committed them stay valid once they are: they are
+// not run again (here a changed token there would show), and they become known by their hash.
+TEST(DraftProposer, BlocksCommittedAfterTheDraftRanThemAreKept) {
+  Models& m = Models::get();
+  DraftModelProposer p = m.proposer();
+  std::vector<int32_t> out(35);
+  std::iota(out.begin(), out.end(), 300);
+  Seq f(kPrompt, out, sampled(), blocks(20, 4));
+  std::vector<Draft> df(1), d(1);
+  p.propose(std::vector<DraftRequest>{{&f.seq, 3}}, df);
+  f.seq.table.hashes = {11, 22};
+  f.seq.tokens[1] = 404;
+  p.propose(std::vector<DraftRequest>{{&f.seq, 3}}, d);
+  EXPECT_EQ(d[0].probs, df[0].probs);
+  std::vector<int32_t> other = kPrompt;
+  other[2] = 405;
+  Seq g(other, out, sampled(), {20, 21, 30, 31});
+  g.seq.table.hashes = {11, 22};
+  d[0].clear();
+  p.propose(std::vector<DraftRequest>{{&g.seq, 3}}, d);
+  EXPECT_EQ(d[0].probs, df[0].probs);
+}
+
 TEST(DraftProposer, CostBeforeAnyMeasurementIsTheDraftsWeightsAt10GBPerSecond) {
   Models& m = Models::get();
   DraftModelProposer p = m.proposer();
