@@ -23,7 +23,8 @@
 // bit, so a seeded sampled request gives the same tokens and logprobs with n-gram speculation as
 // without, whatever K the controller picks from its timings. A real q (a draft model sampling at
 // temperature > 0) keeps the rule above with its own uniforms: its output follows the same
-// distribution as plain decoding, but is not the same text for a given seed.
+// distribution as plain decoding, but is not the same text for a given seed, nor the same text
+// for two K (a position is a draft row under one K and a bonus row under another).
 //
 // After a rejection the later drafts are discarded; after all K are accepted the row after the
 // last draft (the bonus row) draws from p exactly as Sampler::sample does, so a sequence gains
