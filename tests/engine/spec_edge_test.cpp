@@ -410,7 +410,7 @@ TEST(SpecEdge, SlidingWindowModelWithSpeculationEqualsPlainAndReleasesBlocks) {
     Job j;
     j.prompt = {1};
     for (int t = 0; t < 30 + 7 * i; ++t) j.prompt.push_back(200 + (t % (3 + i)) * 17);
-    j.params.max_tokens = 90;
+    j.params.max_tokens = 64;
     j.params.ignore_eos = true;
     j.params.sampling.temperature = i % 2 == 0 ? 0.0f : 0.8f;
     j.params.sampling.seed = 5 + static_cast<uint64_t>(i);
@@ -439,7 +439,7 @@ TEST(SpecEdge, SlidingWindowModelWithSpeculationEqualsPlainAndReleasesBlocks) {
     EXPECT_LE(most, e.plan().seq_blocks);
     expect_same(drain(*s.stream, 1), plain[1], "alone");
     const EngineMetrics m = e.metrics();
-    EXPECT_GT(m.spec.accepted_tokens, 40u);
+    EXPECT_GT(m.spec.accepted_tokens, 30u);
     EXPECT_GT(m.spec.draft_tokens, m.spec.accepted_tokens + 10);
     expect_all_blocks_back(e);
   }
