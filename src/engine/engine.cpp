@@ -23,8 +23,11 @@ MemoryPlan make_plan(const LlamaModel& model, const EngineConfig& e) {
     r.draft_model = &e.spec.draft_model->config();
   }
   const bool from_machine = e.kv_blocks == 0 && e.kv_cache_bytes == 0;
-  return plan_memory(model.config(), model.weight_bytes(), r,
-                     from_machine ? mem_available_bytes() : 0, e.scheduler.max_prefill_chunk);
+  // Both models' weights come out of the memory the automatic budget splits.
+  const size_t weights =
+      model.weight_bytes() + (r.draft_model ? e.spec.draft_model->weight_bytes() : 0);
+  return plan_memory(model.config(), weights, r, from_machine ? mem_available_bytes() : 0,
+                     e.scheduler.max_prefill_chunk);
 }
 
 // Where every layer slides, the scheduler gives back blocks the window has left behind.
