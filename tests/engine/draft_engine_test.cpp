@@ -11,6 +11,7 @@
 
 #include "engine/engine.h"
 #include "engine_test_util.h"
+#include "spec_test_util.h"
 
 namespace lift {
 namespace {
@@ -25,46 +26,9 @@ LlamaModel& draft() {
   return *m;
 }
 
-struct Result {
-  std::vector<int32_t> tokens[2];  // by sample index
-  std::vector<TokenLogprobs> logprobs[2];
-  FinishReason finish = FinishReason::none;
-};
-
-Result drain(OutputStream& s) {
-  Result r;
-  while (auto o = s.pop(std::chrono::milliseconds(0))) {
-    const auto i = static_cast<size_t>(o->index);
-    r.tokens[i].insert(r.tokens[i].end(), o->token_ids.begin(), o->token_ids.end());
-    r.logprobs[i].insert(r.logprobs[i].end(), o->logprobs.begin(), o->logprobs.end());
-    if (o->finish != FinishReason::none) r.finish = o->finish;
-  }
-  return r;
-}
-
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
-
-void expect_same(const Result& a, const Result& b, const std::string& what) {
-  ASSERT_EQ(a.finish, b.finish) << what;
-  for (size_t s = 0; s < 2; ++s) {
-    ASSERT_EQ(a.tokens[s], b.tokens[s]) << what << " sample " << s;
-    ASSERT_EQ(a.logprobs[s].size(), b.logprobs[s].size()) << what;
-    for (size_t i = 0; i < a.logprobs[s].size(); ++i) {
-      const TokenLogprobs &x = a.logprobs[s][i], &y = b.logprobs[s][i];
-      ASSERT_TRUE(same_bits(x.logprob, y.logprob)) << what << " position " << i;
-      ASSERT_EQ(x.top.size(), y.top.size()) << what;
-      for (size_t j = 0; j < x.top.size(); ++j) {
-        ASSERT_EQ(x.top[j].token, y.top[j].token) << what << " position " << i;
-        ASSERT_TRUE(same_bits(x.top[j].logprob, y.top[j].logprob)) << what << " position " << i;
-      }
-    }
-  }
-}
-
-struct Job {
-  std::vector<int32_t> prompt;
-  RequestParams params;
-};
+using test::expect_same;
+using test::Job;
+using test::Result;
 
 // Story-like prompts (the draft agrees on those), some sharing their first block, one with
 // two forked samples, penalties and min_tokens here and there.
@@ -107,24 +71,7 @@ EngineConfig config(size_t kv_blocks, SpecMethod method, size_t k) {
 
 std::vector<Result> run(const EngineConfig& cfg, const std::vector<Job>& js, bool together,
                         EngineMetrics* metrics = nullptr) {
-  std::vector<Result> out;
-  Engine e(*target().model, target().tok, cfg);
-  if (together) {
-    std::vector<Submitted> subs;
-    for (const Job& j : js) subs.push_back(e.add_request(j.prompt, j.params));
-    e.run_until_idle();
-    for (auto& s : subs) out.push_back(drain(*s.stream));
-  } else {
-    for (const Job& j : js) {
-      auto s = e.add_request(j.prompt, j.params);
-      e.run_until_idle();
-      out.push_back(drain(*s.stream));
-    }
-  }
-  EXPECT_EQ(e.blocks().n_used(), 0u);
-  EXPECT_EQ(e.blocks().n_free() + e.blocks().n_cached(), e.blocks().n_total());
-  if (metrics) *metrics = e.metrics();
-  return out;
+  return test::run(target(), cfg, js, together, metrics);
 }
 
 TEST(DraftEngine, GreedyEqualsPlainForEveryKAloneAndBatched) {

@@ -14,6 +14,7 @@
 #include "engine/ngram_proposer.h"
 #include "engine/rng.h"
 #include "engine_test_util.h"
+#include "spec_test_util.h"
 #include "util/error.h"
 
 namespace lift {
@@ -24,47 +25,10 @@ test::LoadedModel& fx() {
   return f;
 }
 
-struct Result {
-  std::vector<int32_t> tokens;
-  std::vector<TokenLogprobs> logprobs;
-  FinishReason finish = FinishReason::none;
-};
-
-Result drain(OutputStream& s) {
-  Result r;
-  while (auto o = s.pop(std::chrono::milliseconds(0))) {
-    r.tokens.insert(r.tokens.end(), o->token_ids.begin(), o->token_ids.end());
-    r.logprobs.insert(r.logprobs.end(), o->logprobs.begin(), o->logprobs.end());
-    if (o->finish != FinishReason::none) r.finish = o->finish;
-  }
-  return r;
-}
-
-void expect_same(const Result& a, const Result& b, const std::string& what) {
-  ASSERT_EQ(a.tokens, b.tokens) << what;
-  ASSERT_EQ(a.finish, b.finish) << what;
-  ASSERT_EQ(a.logprobs.size(), b.logprobs.size()) << what;
-  for (size_t i = 0; i < a.logprobs.size(); ++i) {
-    // Bitwise: the verifier's rows are the rows plain decoding computes.
-    ASSERT_EQ(std::memcmp(&a.logprobs[i].logprob, &b.logprobs[i].logprob, sizeof(float)), 0)
-        << what << " position " << i;
-    ASSERT_EQ(a.logprobs[i].top.size(), b.logprobs[i].top.size());
-    for (size_t j = 0; j < a.logprobs[i].top.size(); ++j) {
-      ASSERT_EQ(a.logprobs[i].top[j].token, b.logprobs[i].top[j].token);
-      ASSERT_EQ(std::memcmp(&a.logprobs[i].top[j].logprob, &b.logprobs[i].top[j].logprob, 4), 0);
-    }
-  }
-}
-
-void expect_all_blocks_back(const Engine& e) {
-  EXPECT_EQ(e.blocks().n_used(), 0u);
-  EXPECT_EQ(e.blocks().n_free() + e.blocks().n_cached(), e.blocks().n_total());
-}
-
-struct Job {
-  std::vector<int32_t> prompt;
-  RequestParams params;
-};
+using test::expect_all_blocks_back;
+using test::expect_same;
+using test::Job;
+using test::Result;
 
 // Prompts that repeat themselves (n-gram lookup finds matches) and ones that do not.
 std::vector<Job> jobs(size_t n, uint32_t seed) {
@@ -101,25 +65,9 @@ EngineConfig config(size_t kv_blocks, SpecMethod method, size_t k, bool adaptive
   return c;
 }
 
-std::vector<Result> run(EngineConfig cfg, const std::vector<Job>& js, bool together,
+std::vector<Result> run(const EngineConfig& cfg, const std::vector<Job>& js, bool together,
                         EngineMetrics* metrics = nullptr) {
-  std::vector<Result> out;
-  Engine e(*fx().model, fx().tok, cfg);
-  if (together) {
-    std::vector<Submitted> subs;
-    for (const Job& j : js) subs.push_back(e.add_request(j.prompt, j.params));
-    e.run_until_idle();
-    for (auto& s : subs) out.push_back(drain(*s.stream));
-  } else {
-    for (const Job& j : js) {
-      auto s = e.add_request(j.prompt, j.params);
-      e.run_until_idle();
-      out.push_back(drain(*s.stream));
-    }
-  }
-  expect_all_blocks_back(e);
-  if (metrics) *metrics = e.metrics();
-  return out;
+  return test::run(fx(), cfg, js, together, metrics);
 }
 
 // Proposes the continuation of a known greedy run, each token right with probability alpha
@@ -214,13 +162,18 @@ TEST(SpecEngine, AbortsMidDraftReturnEveryBlock) {
     std::this_thread::sleep_for(std::chrono::microseconds(rng() % 2000));
     e.abort(subs[i].id);
   }
-  std::vector<Result> got(subs.size());
+  std::vector<Result> got(subs.size(), Result(1));
   for (size_t i = 0; i < subs.size(); ++i) {
     while (!subs[i].stream->done()) {
       if (auto o = subs[i].stream->pop(std::chrono::milliseconds(50))) {
-        got[i].tokens.insert(got[i].tokens.end(), o->token_ids.begin(), o->token_ids.end());
-        got[i].logprobs.insert(got[i].logprobs.end(), o->logprobs.begin(), o->logprobs.end());
-        if (o->finish != FinishReason::none) got[i].finish = o->finish;
+        test::Sample& x = got[i][0];
+        x.tokens.insert(x.tokens.end(), o->token_ids.begin(), o->token_ids.end());
+        x.text += o->text;
+        x.logprobs.insert(x.logprobs.end(), o->logprobs.begin(), o->logprobs.end());
+        if (o->finish != FinishReason::none) {
+          x.finish = o->finish;
+          x.completion_tokens = o->completion_tokens;
+        }
       }
     }
   }
@@ -251,7 +204,7 @@ TEST(SpecEngine, MeanAcceptedLengthFollowsTheAcceptanceRate) {
   const auto plain = run(config(256, SpecMethod::off, 1), js, true);
   for (size_t i = 0; i < js.size(); ++i) {
     auto r = js[i].prompt;
-    r.insert(r.end(), plain[i].tokens.begin(), plain[i].tokens.end());
+    r.insert(r.end(), plain[i][0].tokens.begin(), plain[i][0].tokens.end());
     runs[js[i].prompt.size()] = r;
   }
   const size_t K = 4;
@@ -262,7 +215,7 @@ TEST(SpecEngine, MeanAcceptedLengthFollowsTheAcceptanceRate) {
     EngineMetrics m;
     const auto spec = run(c, js, true, &m);
     for (size_t i = 0; i < js.size(); ++i) {
-      EXPECT_EQ(spec[i].tokens, plain[i].tokens) << "alpha " << alpha;
+      EXPECT_EQ(spec[i][0].tokens, plain[i][0].tokens) << "alpha " << alpha;
     }
     double expect = 0, var = 0;
     size_t full = 0;
@@ -405,10 +358,10 @@ TEST_P(NextTokenDistribution, SampledWithSpeculationFollowsTheTarget) {
   std::map<int32_t, double> counts;
   double total = 0;
   for (auto& s : subs) {
-    const Result r = drain(*s.stream);
-    ASSERT_EQ(r.tokens.size(), 3u);
-    if (r.tokens[0] != x1) continue;
-    counts[r.tokens[1]] += 1;
+    const std::vector<int32_t> r = test::drain(*s.stream, 1)[0].tokens;
+    ASSERT_EQ(r.size(), 3u);
+    if (r[0] != x1) continue;
+    counts[r[1]] += 1;
     total += 1;
   }
   const SpecDecodeMetrics& m = e.metrics().spec;
