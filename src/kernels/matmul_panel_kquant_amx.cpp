@@ -149,13 +149,13 @@ void row_info(const Ctx& x, size_t r0, size_t r1) {
       const uint8_t* xb = x.act + r * x.act_stride + b * sizeof(BlockQ8_K);
       RowInfo& ri = x.info[(r - r0) * x.nb + b];
       std::memcpy(&ri.d, xb, 4);
-      int16_t bs[16];
-      std::memcpy(bs, xb + kBsumsOff, sizeof bs);
-      for (size_t q = 0; q < 4; ++q) {
-        const int32_t s0 = bs[4 * q] + bs[4 * q + 1], s1 = bs[4 * q + 2] + bs[4 * q + 3];
-        ri.pairs[q] = static_cast<int32_t>((static_cast<uint32_t>(s0) & 0xFFFFu) |
-                                           (static_cast<uint32_t>(s1) << 16));
-      }
+      // Sub-block sums (two bsums each, |sum| <= 32 * 127, so the int16 pack is exact), then
+      // pairs (0, 1), (2, 3) from the low 128-bit lane and (4, 5), (6, 7) from the high one.
+      const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + kBsumsOff));
+      const __m256i sums = _mm256_madd_epi16(bs, _mm256_set1_epi16(1));
+      const __m256i packed = _mm256_packs_epi32(sums, sums);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(ri.pairs),
+                       _mm256_castsi256_si128(_mm256_permute4x64_epi64(packed, 0x08)));
     }
   }
 }
