@@ -506,7 +506,6 @@ bool Engine::step() {
   for (const ScheduledSeq& s : step_.batch) n_tokens += s.n_tokens;
   const auto t0 = Clock::now();
   runner_.run(step_);
-  if (proposer_) controller_.observe_step(n_tokens, seconds(Clock::now() - t0));
   for (const ScheduledSeq& s : step_.batch) {
     Sequence* seq = s.seq;
     const size_t before = seq->n_computed;
@@ -525,6 +524,9 @@ bool Engine::step() {
       sample_and_emit(s.seq, runner_.logits(s.first));
     }
   }
+  // The controller weighs what a step of n tokens costs from forward pass to emitted tokens:
+  // verifying rows and emitting their tokens grow with the drafts too.
+  if (proposer_) controller_.observe_step(n_tokens, seconds(Clock::now() - t0));
 
   // Requests whose every sample finished leave now (not earlier: this step's lists still
   // pointed at their sequences).

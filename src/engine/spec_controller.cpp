@@ -18,6 +18,7 @@ constexpr double kStepDecay = 0.9;  // weight of the old average against a slowe
 constexpr double kSeqDecay = 0.8;   // a sequence's acceptance forgets old drafts fast
 constexpr double kAllDecay = 0.99;  // the proposer's overall rate, slowly
 constexpr double kPriorWeight = 2;  // pseudo-observations behind a prior rate
+constexpr double kMinGain = 0.02;   // least relative gain in tokens/s per draft token
 
 // Expected tokens from a step verifying k drafts at per-token acceptance a.
 double expected_tokens(double a, size_t k) {
@@ -159,7 +160,9 @@ void SpecController::plan(const std::vector<Sequence*>& running, size_t base_tok
     const size_t n_spec2 = n_spec + (best->spec_k == 0 ? 1 : 0);
     const double pass2 = std::max(step_cost(n + 1), pass);
     const double cost2 = pass2 + proposer.cost_seconds(n_spec2, k_max2);
-    if ((value + gain) * cost <= value * cost2) break;  // tokens per second would not grow
+    // Each draft token must raise tokens per second by kMinGain: what the model leaves out
+    // (scheduling, lookup, noise in c) should not turn a break-even guess into a loss.
+    if ((value + gain) * cost <= (1 + kMinGain) * value * cost2) break;
     ++best->spec_k;
     value += gain;
     cost = cost2;

@@ -7,15 +7,15 @@
 // c(n) + d: c the measured time of a target forward pass over n tokens, d the proposer's own
 // time. The controller raises one sequence's K at a time, always the one whose next draft
 // token is most likely accepted (marginal gain a^(K+1)), while the batch's tokens per second
-// (sum of E over decoding sequences) / (c(n) + d) still grows. Where steps are memory-bound
-// (few sequences) c barely grows with n and K climbs; where they are compute-bound (many
-// sequences) c grows in proportion and K stays 0; a poor draft's a drives K to 0 too.
+// (sum of E over decoding sequences) / (c(n) + d) still grows by at least 2% per token. Where steps
+// are memory-bound (few sequences) c barely grows with n and K climbs; where they are compute-bound
+// (many sequences) c grows in proportion and K stays 0; a poor draft's a drives K to 0 too.
 //
-// c(n) is an average of measured step times per token count n, quick to follow a faster step
-// and slow to follow a slower one (noise on a shared machine only adds); between measured
-// counts it is interpolated, beyond them extrapolated with the measured slope (or a prior of
-// kPriorSlope per token until two counts are known). A sequence held at K = 0 by a low
-// estimate is probed with K = 1 every kProbeInterval steps, so the estimate can recover.
+// c(n) is an average of measured step times (forward pass to emitted tokens) per token count n,
+// quick to follow a faster step and slow to follow a slower one (noise on a shared machine only
+// adds); between measured counts it is interpolated, beyond them extrapolated with the measured
+// slope (or a prior of kPriorSlope per token until two counts are known). A sequence held at K = 0
+// by a low estimate is probed with K = 1 every kProbeInterval steps, so the estimate can recover.
 #pragma once
 
 #include <cstddef>
