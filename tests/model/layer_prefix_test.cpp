@@ -16,6 +16,7 @@
 #include "gguf/gguf_writer.h"
 #include "model/llama_model.h"
 #include "model/synthetic_model.h"
+#include "temp_file.h"
 #include "test_paths.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
@@ -25,20 +26,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TempFile {
+// A temporary file removed when the test ends.
+class TempFile : public test::TempFile {
  public:
-  explicit TempFile(const std::string& tag)
-      : path_((fs::temp_directory_path() /
-               ("lift-prefix-" + std::to_string(::getpid()) + "-" + tag + ".gguf"))
-                  .string()) {}
-  ~TempFile() {
-    std::error_code ec;
-    fs::remove(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+  explicit TempFile(const std::string& tag) : test::TempFile("lift-prefix", tag) {}
 };
 
 std::vector<char> slurp(const std::string& path) {

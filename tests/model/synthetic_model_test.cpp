@@ -14,6 +14,7 @@
 
 #include "gguf/gguf_file.h"
 #include "kernels/dequant.h"
+#include "temp_file.h"
 #include "test_compare.h"
 #include "test_paths.h"
 #include "util/error.h"
@@ -24,20 +25,9 @@ namespace {
 namespace fs = std::filesystem;
 
 // A temporary file removed when the test ends.
-class TempFile {
+class TempFile : public test::TempFile {
  public:
-  explicit TempFile(const std::string& tag)
-      : path_((fs::temp_directory_path() /
-               ("lift-synth-" + std::to_string(::getpid()) + "-" + tag + ".gguf"))
-                  .string()) {}
-  ~TempFile() {
-    std::error_code ec;
-    fs::remove(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+  explicit TempFile(const std::string& tag) : test::TempFile("lift-synth", tag) {}
 };
 
 SyntheticSpec tiny(GgmlType t) {
