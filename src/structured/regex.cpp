@@ -337,6 +337,7 @@ class RegexCompiler {
   // The code point of a character escape (the part after '\' common to atoms and classes),
   // or kEnd when `c` is a class escape (\d \D \w \W \s \S), whose set goes to *cls.
   char32_t escape_body(size_t esc_at, bool in_class, CodePointSet* cls) {
+    if (peek() == kEnd) fail(esc_at, "'\\' at the end of the pattern");
     const char32_t c = next();
     switch (c) {
       case 'd':
@@ -392,8 +393,6 @@ class RegexCompiler {
       case 'p':
       case 'P':
         fail(esc_at, "Unicode property escape \\p{...} is not supported");
-      case kEnd:
-        fail(esc_at, "'\\' at the end of the pattern");
       default:
         break;
     }
