@@ -1,16 +1,24 @@
 // ECMAScript regular expressions (JSON Schema "pattern", guided_regex) compiled straight to
 // grammar expressions by recursive descent. Matching is over code points (the `u` flag's
-// view); every construct that is not regular or not implemented is refused by name and
-// offset, because a constraint that silently widened a pattern would let invalid text out.
+// view); ^ and $ may stand anywhere (regex_anchors.h keeps them exact). Every construct that
+// is not regular or not implemented is refused by name and offset, because a constraint that
+// silently widened a pattern would let invalid text out.
 #include "structured/regex.h"
 
 #include <string>
+
+#include "structured/regex_anchors.h"
 
 namespace lift::structured {
 namespace {
 
 constexpr char32_t kEnd = 0xFFFFFFFF;  // past the last code point of the pattern
 constexpr uint32_t kMaxCount = 1'000'000;
+// A group holding an anchor is unrolled per repetition (regex_anchors.h).
+constexpr uint32_t kMaxAnchoredRepeat = 16;
+
+using regex_detail::Piece;
+using regex_detail::PieceAlgebra;
 
 CodePointSet single(char32_t c) { return CodePointSet::range(c, c); }
 
@@ -66,14 +74,9 @@ class RegexCompiler {
   }
 
   ExprId compile() {
-    std::vector<ExprId> options;
-    while (true) {
-      options.push_back(top_alternative());
-      if (peek() == kEnd) break;
-      if (peek() == ')') fail(pos_, "unmatched ')'");
-      ++pos_;  // '|'
-    }
-    return b_.alt(options);
+    const Piece p = alternation();
+    if (peek() == ')') fail(pos_, "unmatched ')'");
+    return pieces_.whole_text(p, opt_.anchored, b_.star(set_expr(CodePointSet::all())));
   }
 
  private:
@@ -119,58 +122,31 @@ class RegexCompiler {
   }
 
   ExprId set_expr(const CodePointSet& s) { return code_point(b_, s, opt_.json_string); }
-  ExprId any_string() { return b_.star(set_expr(CodePointSet::all())); }
+  Piece set_piece(const CodePointSet& s) { return pieces_.plain(set_expr(s), false); }
 
   // ---- structure -------------------------------------------------------------
-  // One top-level alternative: the only place ^ and $ may stand (its first and last items).
-  ExprId top_alternative() {
-    bool start_anchor = false, end_anchor = false;
-    while (peek() == '^') {
-      start_anchor = true;
+  // Alternatives up to ')' or the end of the pattern.
+  Piece alternation() {
+    std::vector<Piece> options{sequence()};
+    while (peek() == '|') {
       ++pos_;
+      options.push_back(sequence());
     }
-    std::vector<ExprId> parts;
-    if (!start_anchor && !opt_.anchored) parts.push_back(any_string());
-    sequence(parts, /*top=*/true, &end_anchor);
-    if (!end_anchor && !opt_.anchored) parts.push_back(any_string());
-    return b_.seq(parts);
+    return options.size() == 1 ? options[0] : pieces_.alt(options);
   }
 
-  // Items up to '|', ')' or the end. At the top level a run of '$' may end the sequence.
-  void sequence(std::vector<ExprId>& parts, bool top, bool* end_anchor) {
-    while (true) {
-      const char32_t c = peek();
-      if (c == kEnd || c == '|' || c == ')') return;
-      if (c == '$') {
-        const size_t at = pos_;
-        while (peek() == '$') ++pos_;
-        if (top && (peek() == kEnd || peek() == '|')) {
-          *end_anchor = true;
-          return;
-        }
-        fail(at, top ? "'$' before the end of an alternative is not supported"
-                     : "'$' inside a group is not supported");
-      }
-      if (c == '^') {
-        fail(pos_, top ? "'^' after the start of an alternative is not supported"
-                       : "'^' inside a group is not supported");
-      }
-      parts.push_back(quantified(atom()));
+  Piece sequence() {
+    Piece acc = pieces_.plain(b_.empty(), true);
+    bool first = true;
+    while (peek() != kEnd && peek() != '|' && peek() != ')') {
+      const Piece item = quantified(atom());
+      acc = first ? item : pieces_.seq(acc, item);
+      first = false;
     }
+    return acc;
   }
 
-  ExprId alternation_in_group() {
-    std::vector<ExprId> options;
-    while (true) {
-      std::vector<ExprId> parts;
-      sequence(parts, /*top=*/false, nullptr);
-      options.push_back(b_.seq(parts));
-      if (peek() != '|') return b_.alt(options);
-      ++pos_;
-    }
-  }
-
-  ExprId group() {
+  Piece group() {
     const size_t open = pos_++;  // '('
     if (peek() == '?') {
       const char32_t kind = peek(1);
@@ -193,24 +169,33 @@ class RegexCompiler {
         fail(open, "group modifier '(?' is not supported");
       }
     }
-    ExprId e = alternation_in_group();
+    Piece p = alternation();
     if (peek() != ')') fail(open, "unclosed '('");
     ++pos_;
-    return e;
+    return p;
   }
 
-  ExprId atom() {
+  Piece atom() {
     const char32_t c = peek();
     switch (c) {
       case '(':
         return group();
       case '[':
-        return set_expr(char_class());
+        return set_piece(char_class());
       case '.':
         ++pos_;
-        return set_expr(dot_set());
+        return set_piece(dot_set());
       case '\\':
-        return set_expr(atom_escape());
+        return set_piece(atom_escape());
+      case '^':
+      case '$': {
+        ++pos_;
+        const char32_t q = peek();
+        if (q == '*' || q == '+' || q == '?' || (q == '{' && counted_quantifier_ahead())) {
+          fail(pos_, "an anchor cannot be repeated");
+        }
+        return c == '^' ? pieces_.start_anchor() : pieces_.end_anchor();
+      }
       case '*':
       case '+':
       case '?':
@@ -222,7 +207,7 @@ class RegexCompiler {
         break;
     }
     ++pos_;  // a literal, including ']' '}' and a '{' that is no quantifier (Annex B)
-    return set_expr(single(c));
+    return set_piece(single(c));
   }
 
   // ---- quantifiers -----------------------------------------------------------
@@ -251,7 +236,7 @@ class RegexCompiler {
     return static_cast<uint32_t>(v);
   }
 
-  ExprId quantified(ExprId e) {
+  Piece quantified(const Piece& e) {
     uint32_t min = 0, max = 0;
     const size_t at = pos_;
     switch (peek()) {
@@ -281,13 +266,17 @@ class RegexCompiler {
       default:
         return e;
     }
+    if (!e.plain && (max != kUnbounded ? max : min) > kMaxAnchoredRepeat) {
+      fail(at, "a repetition above " + std::to_string(kMaxAnchoredRepeat) +
+                   " of a group with an anchor (^ or $) is not supported");
+    }
     if (peek() == '?') ++pos_;  // lazy: the same language
     const char32_t after = peek();
     if (after == '*' || after == '+' || after == '?' ||
         (after == '{' && counted_quantifier_ahead())) {
       fail(pos_, "nothing to repeat (a quantifier follows a quantifier)");
     }
-    return b_.repeat(e, min, max);
+    return pieces_.repeat(e, min, max);
   }
 
   // ---- escapes ---------------------------------------------------------------
@@ -452,6 +441,7 @@ class RegexCompiler {
   std::string_view pattern_;
   GrammarBuilder& b_;
   RegexOptions opt_;
+  PieceAlgebra pieces_{b_};
   std::vector<char32_t> cps_;
   std::vector<size_t> offsets_;  // byte offset of each code point, then the pattern's size
   size_t pos_ = 0;               // index into cps_

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <random>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -83,7 +85,7 @@ std::string utf8(char32_t c) {
 }
 
 std::string u_escape(uint32_t v, bool upper) {
-  char buf[8];
+  char buf[16];
   std::snprintf(buf, sizeof buf, upper ? "\\u%04X" : "\\u%04x", v);
   return buf;
 }
@@ -247,6 +249,97 @@ TEST(RegexAnchors, UnanchoredPatternsMatchAnywhere) {
   expect_regex("^abc$", {"abc"}, {"xabc"});
 }
 
+TEST(RegexAnchors, AnchorsInsideGroupsAndMidPattern) {
+  const RegexOptions any{.anchored = false};
+  expect_regex("(^a|b)c", {"ac", "acx", "bc", "xbc", "xbcx"}, {"xac", "a", "c"}, any);
+  expect_regex("x(a|$)", {"xa", "x", "zx", "xaz", "zxa"}, {"xz", "zxz", ""}, any);
+  expect_regex("(a|^)b", {"b", "ab", "xab", "bx"}, {"xb", "a"}, any);
+  expect_regex("(^[^5]*$)|7", {"", "123", "57", "7"}, {"5", "15"}, any);
+  expect_regex("^$|(^(?:\\S+\\s+){0,3}\\S+$)", {"", "a", "a b c d"}, {"a b c d e", " a", "a "},
+               any);
+  expect_regex("(?:^|,)x(?:,|$)", {"x", "x,y", "y,x", "y,x,z"}, {"yx", "xy", "y,xz"}, any);
+  expect_regex("a^b|c", {"c", "xcx"}, {"ab", "a^b"}, any);  // ^ after a character never holds
+  expect_regex("^^a$$", {"a"}, {"aa", ""}, any);
+  expect_regex("(a$)+", {"a", "ba"}, {"ab", ""}, any);
+  expect_regex("(a$){2}|z", {"z"}, {"aa", "a"}, any);
+  expect_regex("(^a)?b", {"b", "ab", "xb"}, {"a", ""}, any);
+  expect_regex("^((^|x)y)*$", {"", "y", "yxy", "xy", "xyxy"}, {"yy", "zxy", "yx"}, any);
+  // Whole-text mode: ^ and $ hold at the ends of the text.
+  expect_regex("(^a|b)", {"a", "b"}, {"ab", "xb"});
+  expect_regex("x(a|$)", {"xa", "x"}, {"xx", "xab"});
+  expect_regex("x^|y", {"y"}, {"x", "x^", ""});
+  expect_regex("(^a|b)$", {"a", "\\u0061", "xb"}, {"xa", "ax"},
+               {.anchored = false, .json_string = true});
+}
+
+// A random pattern over a, b, ., groups, quantifiers and anchors anywhere (never quantified).
+std::string random_pattern(std::mt19937& rng, int depth) {
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  std::string out;
+  const int options = 1 + (pick(3) == 0);
+  for (int o = 0; o < options; ++o) {
+    if (o) out += '|';
+    for (int i = 0, n = 1 + pick(3); i < n; ++i) {
+      const int kind = pick(depth > 0 ? 7 : 5);
+      if (kind == 0 || kind == 1) {
+        out += static_cast<char>("ab."[pick(3)]);
+      } else if (kind == 2) {
+        out += '^';
+        continue;
+      } else if (kind == 3) {
+        out += '$';
+        continue;
+      } else if (kind == 4) {
+        out += 'b';
+      } else {
+        out += "(" + random_pattern(rng, depth - 1) + ")";
+      }
+      static const char* const kQuantifiers[] = {"", "", "*", "+", "?", "{0,2}", "{2}"};
+      out += kQuantifiers[pick(7)];
+    }
+  }
+  return out;
+}
+
+TEST(RegexAnchors, RandomPatternsAgreeWithStdRegexOnAllShortStrings) {
+  // std::regex (ECMAScript) is the reference: regex_search for JSON Schema's match-anywhere
+  // semantics, regex_match for whole-text mode.
+  std::vector<std::string> texts{""};
+  for (size_t i = 0; texts[i].size() < 4; ++i) {
+    texts.push_back(texts[i] + 'a');
+    texts.push_back(texts[i] + 'b');
+  }
+  std::mt19937 rng(7);
+  int compared = 0;
+  for (int n = 0; n < 200; ++n) {
+    const std::string pattern = random_pattern(rng, 2);
+    const std::regex reference(pattern, std::regex::ECMAScript);
+    for (const bool anchored : {false, true}) {
+      Grammar g;
+      bool any_match = false;
+      for (const auto& t : texts) {
+        any_match = any_match ||
+                    (anchored ? std::regex_match(t, reference) : std::regex_search(t, reference));
+      }
+      try {
+        g = regex_grammar(pattern, {.anchored = anchored});
+      } catch (const GrammarError& e) {
+        // The only refusal allowed here: a pattern that matches no text at all.
+        EXPECT_FALSE(any_match) << pattern << ": " << e.what();
+        continue;
+      }
+      for (const auto& t : texts) {
+        const bool want =
+            anchored ? std::regex_match(t, reference) : std::regex_search(t, reference);
+        ASSERT_EQ(g.matches(t), want)
+            << "/" << pattern << "/ on '" << t << "', anchored " << anchored;
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GT(compared, 6000);
+}
+
 TEST(RegexJsonString, ContentsOfAJsonStringWhoseValueMatches) {
   const RegexOptions json{.anchored = false, .json_string = true};
   // A raw '"' would end the string: only the escaped form spells the quote.
@@ -268,10 +361,9 @@ TEST(RegexErrors, UnsupportedAndMalformedPatternsNameTheProblemAndOffset) {
   expect_error("(?<!a)b", {"lookbehind"});
   expect_error("\\bword", {"word boundary", "offset 0"});
   expect_error("a\\B", {"word boundary", "offset 1"});
-  expect_error("a^b", {"'^'", "offset 1"});
-  expect_error("a$b", {"'$'", "offset 1"});
-  expect_error("(^a)", {"'^' inside a group"});
-  expect_error("(a$)", {"'$' inside a group"});
+  expect_error("^*a", {"anchor cannot be repeated", "offset 1"});
+  expect_error("a$?", {"anchor cannot be repeated"});
+  expect_error("(^a){17}", {"anchor", "16", "offset 4"});
   expect_error("\\p{L}", {"property"});
   expect_error("(?i)a", {"group modifier"});
   expect_error("(ab", {"unclosed '('", "offset 0"});
