@@ -44,7 +44,11 @@ ResponseBuilder::ResponseBuilder(const ApiRequest& req, const Tokenizer& tok, st
       model_(std::move(model)),
       created_(std::chrono::duration_cast<std::chrono::seconds>(
                    std::chrono::system_clock::now().time_since_epoch())
-                   .count()) {}
+                   .count()) {
+  if (req_.chat && req_.tool_calls.format != ToolCallFormat::none) {
+    parsers_.assign(static_cast<size_t>(req_.params.n), ToolCallParser(req_.tool_calls));
+  }
+}
 
 json ResponseBuilder::base(const char* object) const {
   return {{"id", id_}, {"object", object}, {"created", created_}, {"model", model_}};
@@ -102,7 +106,27 @@ json ResponseBuilder::role_chunk(int index) const {
   return c;
 }
 
-json ResponseBuilder::chunk(const RequestOutput& out) const {
+namespace {
+
+// One tool_calls entry of a chat delta: the call's first carries its id, type and name.
+json tool_call_delta(const ToolCallDelta& d, ToolCallFormat f) {
+  if (d.kind == ToolCallDelta::Kind::call) {
+    return {{"index", d.index},
+            {"id", new_tool_call_id(f)},
+            {"type", "function"},
+            {"function", {{"name", d.text}, {"arguments", ""}}}};
+  }
+  return {{"index", d.index}, {"function", {{"arguments", d.text}}}};
+}
+
+// A reply that called a tool and then stopped by itself finished to have the call run.
+const char* with_calls(const char* finish, bool called) {
+  return called && finish != nullptr && std::string_view(finish) == "stop" ? "tool_calls" : finish;
+}
+
+}  // namespace
+
+json ResponseBuilder::chunk(const RequestOutput& out) {
   const char* fr = openai_finish_reason(out.finish);
   json choice = {
       {"index", out.index},
@@ -112,7 +136,35 @@ json ResponseBuilder::chunk(const RequestOutput& out) const {
   json c;
   if (req_.chat) {
     c = base("chat.completion.chunk");
-    choice["delta"] = out.text.empty() && fr ? json::object() : json{{"content", out.text}};
+    if (parsers_.empty()) {
+      choice["delta"] = out.text.empty() && fr ? json::object() : json{{"content", out.text}};
+    } else {
+      ToolCallParser& p = parsers_.at(static_cast<size_t>(out.index));
+      std::vector<ToolCallDelta> ds = p.feed(out.text);
+      if (fr) {
+        std::vector<ToolCallDelta> rest = p.finish();
+        ds.insert(ds.end(), rest.begin(), rest.end());
+      }
+      std::string content;
+      json calls = json::array();
+      for (const ToolCallDelta& d : ds) {
+        if (d.kind == ToolCallDelta::Kind::content) {
+          content += d.text;
+        } else if (d.kind == ToolCallDelta::Kind::arguments && !calls.empty() &&
+                   calls.back()["index"] == d.index) {
+          calls.back()["function"]["arguments"].get_ref<std::string&>() += d.text;
+        } else {
+          calls.push_back(tool_call_delta(d, req_.tool_calls.format));
+        }
+      }
+      if (content.empty() && calls.empty() && !fr && choice["logprobs"].is_null()) return nullptr;
+      json delta = json::object();
+      if (!content.empty()) delta["content"] = content;
+      if (!calls.empty()) delta["tool_calls"] = std::move(calls);
+      choice["delta"] = std::move(delta);
+      fr = with_calls(fr, p.calls() > 0);
+      choice["finish_reason"] = fr ? json(fr) : json(nullptr);
+    }
   } else {
     c = base("text_completion");
     choice["text"] = out.text;
@@ -130,6 +182,23 @@ json ResponseBuilder::usage_chunk(int prompt_tokens, int completion_tokens) cons
   return c;
 }
 
+json ResponseBuilder::message(const SampleAccum& s, const char*& finish) const {
+  if (parsers_.empty()) return {{"role", "assistant"}, {"content", s.text}};
+  const ParsedToolCalls p = parse_tool_calls(req_.tool_calls, s.text);
+  json m = {{"role", "assistant"},
+            {"content", p.content.empty() && !p.calls.empty() ? json(nullptr) : json(p.content)}};
+  if (p.calls.empty()) return m;
+  json calls = json::array();
+  for (const ParsedToolCall& c : p.calls) {
+    calls.push_back({{"id", new_tool_call_id(req_.tool_calls.format)},
+                     {"type", "function"},
+                     {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+  }
+  m["tool_calls"] = std::move(calls);
+  finish = with_calls(finish, true);
+  return m;
+}
+
 json ResponseBuilder::full(const std::vector<SampleAccum>& samples, int prompt_tokens) const {
   json r = base(req_.chat ? "chat.completion" : "text_completion");
   json choices = json::array();
@@ -142,7 +211,8 @@ json ResponseBuilder::full(const std::vector<SampleAccum>& samples, int prompt_t
               {"logprobs", req_.params.logprobs ? logprobs_json(s.logprobs, 0) : json(nullptr)},
               {"finish_reason", fr ? json(fr) : json("stop")}};
     if (req_.chat) {
-      c["message"] = {{"role", "assistant"}, {"content", s.text}};
+      c["message"] = message(s, fr);
+      c["finish_reason"] = fr ? json(fr) : json("stop");
     } else {
       c["text"] = s.text;
     }

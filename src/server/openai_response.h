@@ -7,6 +7,7 @@
 
 #include "engine/request.h"
 #include "server/openai_request.h"
+#include "server/tool_calls.h"
 #include "tokenizer/tokenizer.h"
 
 namespace lift {
@@ -23,8 +24,11 @@ class ResponseBuilder {
  public:
   ResponseBuilder(const ApiRequest& req, const Tokenizer& tok, std::string id, std::string model);
 
-  // One streamed chunk for this output (text delta, logprobs, finish reason).
-  nlohmann::json chunk(const RequestOutput& out) const;
+  // One streamed chunk for this output (text delta, logprobs, finish reason). With tools,
+  // the text goes through the sample's tool-call parser: content and tool_calls deltas,
+  // finish reason "tool_calls" when the reply called one; null when the parser holds back
+  // all of the text and there is nothing else to say.
+  nlohmann::json chunk(const RequestOutput& out);
   // Chat streams open with a chunk carrying the role.
   nlohmann::json role_chunk(int index) const;
   nlohmann::json usage_chunk(int prompt_tokens, int completion_tokens) const;
@@ -33,11 +37,14 @@ class ResponseBuilder {
  private:
   nlohmann::json logprobs_json(const std::vector<TokenLogprobs>& lp, size_t text_offset) const;
   nlohmann::json base(const char* object) const;
+  // The chat message of one finished sample: content and the tool calls parsed from it.
+  nlohmann::json message(const SampleAccum& s, const char*& finish) const;
 
   const ApiRequest& req_;
   const Tokenizer& tok_;
   std::string id_, model_;
   int64_t created_;
+  std::vector<ToolCallParser> parsers_;  // per sample, when the reply is parsed for tool calls
 };
 
 const char* openai_finish_reason(FinishReason r);
