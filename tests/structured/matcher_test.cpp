@@ -1,0 +1,171 @@
+#include "structured/matcher.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "test_paths.h"
+#include "tokenizer/tokenizer.h"
+
+namespace lift::structured {
+namespace {
+
+// A JSON grammar written directly with the builder: recursion through value, rules for ws,
+// strings and numbers, so masks cross rule boundaries inside tokens.
+Grammar json_grammar() {
+  GrammarBuilder b;
+  RuleId value = b.declare("value");
+  RuleId ws = b.add_rule("ws", b.repeat(b.alt({b.literal(" "), b.literal("\n")}), 0, 3));
+  ByteSet plain;
+  plain.set_range(0x20, 0x7E);
+  ByteSet quote_or_backslash;
+  quote_or_backslash.set('"');
+  quote_or_backslash.set('\\');
+  for (int w = 0; w < 4; ++w)
+    plain.words[static_cast<size_t>(w)] &= ~quote_or_backslash.words[static_cast<size_t>(w)];
+  ExprId esc = b.seq({b.literal("\\"), b.alt({b.literal("\""), b.literal("\\"), b.literal("n")})});
+  RuleId string = b.add_rule(
+      "string", b.seq({b.literal("\""), b.star(b.alt({b.byte_set(plain), esc})), b.literal("\"")}));
+  ExprId digits = b.plus(b.byte_range('0', '9'));
+  RuleId number = b.add_rule(
+      "number", b.seq({b.opt(b.literal("-")),
+                       b.alt({b.literal("0"),
+                              b.seq({b.byte_range('1', '9'), b.star(b.byte_range('0', '9'))})}),
+                       b.opt(b.seq({b.literal("."), digits}))}));
+  ExprId W = b.call(ws);
+  ExprId member = b.seq({b.call(string), W, b.literal(":"), W, b.call(value)});
+  RuleId object = b.add_rule(
+      "object", b.seq({b.literal("{"), W,
+                       b.opt(b.seq({member, b.star(b.seq({W, b.literal(","), W, member}))})), W,
+                       b.literal("}")}));
+  RuleId array = b.add_rule(
+      "array",
+      b.seq({b.literal("["), W,
+             b.opt(b.seq({b.call(value), b.star(b.seq({W, b.literal(","), W, b.call(value)}))})), W,
+             b.literal("]")}));
+  b.define(value, b.alt({b.call(object), b.call(array), b.call(string), b.call(number),
+                         b.literal("true"), b.literal("false"), b.literal("null")}));
+  b.set_start(value);
+  return b.build();
+}
+
+// Tokens: every single character of the alphabet plus random substrings of JSON texts.
+std::shared_ptr<const TokenVocab> small_vocab(uint32_t seed) {
+  std::vector<std::string> toks = {""};  // id 0: a control token (no bytes)
+  const std::string alphabet = "{}[]\",:. \n-0123456789abcdefnrtulsx\\";
+  for (char c : alphabet) toks.emplace_back(1, c);
+  const std::string texts[] = {R"({"a": [1, 2.5, -3], "b": {"c": "x\"y"}, "d": null})",
+                               R"([true, false, {"key": "value\n"}, "s", 0.25])",
+                               R"({"n": -10.5e, "e": []})"};
+  std::mt19937 rng(seed);
+  for (int i = 0; i < 400; ++i) {
+    const std::string& t = texts[rng() % 3];
+    size_t len = 2 + rng() % 6, pos = rng() % t.size();
+    toks.push_back(t.substr(pos, len));
+  }
+  toks.push_back("ab");  // a duplicate spelling of a later token must work too
+  toks.push_back("ab");
+  return std::make_shared<const TokenVocab>(std::move(toks), std::vector<int32_t>{0});
+}
+
+bool bit(const std::vector<uint64_t>& m, int32_t t) {
+  return (m[static_cast<size_t>(t) >> 6] >> (t & 63)) & 1;
+}
+
+// The mask must say exactly which tokens a copy of the matcher accepts.
+void expect_mask_exact(const Matcher& m, const std::vector<uint64_t>& mask, const TokenVocab& v,
+                       int step) {
+  for (int32_t t = 0; t < v.size(); ++t) {
+    Matcher probe = m;
+    bool want = probe.accept(t);
+    ASSERT_EQ(bit(mask, t), want) << "step " << step << " token " << t << " '" << v.bytes(t) << "'";
+  }
+}
+
+TEST(StructuredMatcher, MasksEqualBruteForceOnRandomWalks) {
+  Grammar g = json_grammar();
+  for (uint32_t seed : {1u, 2u, 3u}) {
+    auto v = small_vocab(seed);
+    auto cg = CompiledGrammar::compile(g, v);
+    std::mt19937 rng(seed * 77);
+    std::vector<uint64_t> mask(v->mask_words(), ~uint64_t{0});
+    int total = 0, longest = 0;
+    while (total < 300) {  // walks until 300 masks were checked
+      Matcher m(cg);
+      int steps = 0;
+      for (; steps < 150 && !m.is_terminated(); ++steps, ++total) {
+        m.fill_mask(mask);
+        expect_mask_exact(m, mask, *v, steps);
+        std::vector<int32_t> allowed;
+        for (int32_t t = 0; t < v->size(); ++t)
+          if (bit(mask, t)) allowed.push_back(t);
+        ASSERT_FALSE(allowed.empty()) << "a dead end at step " << steps;
+        // Take the end token as soon as it is allowed after a while, so walks finish.
+        if (steps < 100 && allowed.size() > 1 && allowed[0] == 0) allowed.erase(allowed.begin());
+        int32_t pick = allowed[rng() % allowed.size()];
+        if (steps > 100 && bit(mask, 0)) pick = 0;
+        ASSERT_TRUE(m.accept(pick));
+      }
+      longest = std::max(longest, steps);
+    }
+    EXPECT_GT(longest, 20);
+  }
+}
+
+TEST(StructuredMatcher, AcceptRejectsAndKeepsState) {
+  Grammar g = json_grammar();
+  auto v = small_vocab(5);
+  auto cg = CompiledGrammar::compile(g, v);
+  Matcher m(cg);
+  EXPECT_FALSE(m.can_end());
+  EXPECT_TRUE(m.accept_bytes("{\"a\": [1"));
+  EXPECT_FALSE(m.accept_bytes("}"));  // the array is still open
+  Matcher copy = m;
+  EXPECT_TRUE(m.accept_bytes("]}"));
+  EXPECT_TRUE(m.can_end());
+  EXPECT_TRUE(m.is_done());  // nothing may follow the top-level object
+  EXPECT_FALSE(copy.can_end());
+  EXPECT_TRUE(copy.accept_bytes(", 2]}"));
+  EXPECT_TRUE(copy.accept(0));
+  EXPECT_TRUE(copy.is_terminated());
+  EXPECT_FALSE(copy.accept_bytes(" "));
+  std::vector<uint64_t> mask(v->mask_words(), ~uint64_t{0});
+  copy.fill_mask(mask);
+  for (uint64_t w : mask) EXPECT_EQ(w, 0u);
+  // A number at the top level may end or go on.
+  Matcher n(cg);
+  EXPECT_TRUE(n.accept_bytes("12"));
+  EXPECT_TRUE(n.can_end());
+  EXPECT_FALSE(n.is_done());
+}
+
+TEST(StructuredMatcher, Llama3VocabMasksEqualBruteForce) {
+  Tokenizer tok = Tokenizer::load(test::model_path("vocab/ggml-vocab-llama-bpe.gguf"));
+  auto v = TokenVocab::from_tokenizer(tok);
+  Grammar g = json_grammar();
+  auto cg = CompiledGrammar::compile(g, v);
+  const std::string text = R"({"name": "Ada \"L\"", "tags": ["x", "y"], "n": [-1.5, 20, {}]})";
+  std::vector<int32_t> ids = tok.encode(text, false, false);
+  Matcher m(cg);
+  std::vector<uint64_t> mask(v->mask_words());
+  // Brute force over 128k tokens is slow: check every eighth position exhaustively, and that
+  // the text's own token is allowed everywhere.
+  for (size_t i = 0; i < ids.size(); ++i) {
+    m.fill_mask(mask);
+    if (i % 8 == 0) expect_mask_exact(m, mask, *v, static_cast<int>(i));
+    ASSERT_TRUE(bit(mask, ids[i])) << "token " << i << " '" << v->bytes(ids[i]) << "'";
+    ASSERT_TRUE(m.accept(ids[i]));
+  }
+  EXPECT_TRUE(m.can_end());
+  m.fill_mask(mask);
+  EXPECT_TRUE(bit(mask, tok.vocab().eos_id()));
+  // An invalid continuation is refused: a number cannot follow an object directly.
+  Matcher bad(cg);
+  EXPECT_TRUE(bad.accept_bytes("{\"a\": 1"));
+  EXPECT_FALSE(bad.accept_bytes("2x"));
+}
+
+}  // namespace
+}  // namespace lift::structured
