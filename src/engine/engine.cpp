@@ -70,6 +70,7 @@ Engine::Engine(LlamaModel& model, const Tokenizer& tokenizer, EngineConfig cfg)
       runner_(model, *backend_, kv_),
       outputs_(tokenizer, static_cast<int>(plan_.max_model_len)),
       sampler_(model.config().n_vocab),
+      logits_processor_(model.config().n_vocab, tokenizer.vocab().eos_id()),
       verifier_(sampler_),
       controller_(cfg.spec, cfg.scheduler.max_batched_tokens) {
   if (const std::string err = cfg.spec.validate(); !err.empty()) throw Error(err);
@@ -130,6 +131,10 @@ Submitted Engine::add_request(std::vector<int32_t> prompt, RequestParams params)
                 " or raise --max-model-len");
   }
   params.min_tokens = std::min(params.min_tokens, params.max_tokens);
+  // A constrained sample's mask depends on every token before it, so a draft could only be
+  // checked row by row against masks computed on the fly: constrained requests run without
+  // speculation, which keeps them exact and simple.
+  if (params.constraint) params.spec_tokens = 0;
   // One sample never needs more than a full-length sequence, which the plan checked fits;
   // forked samples each hold their own tail.
   const size_t bs = cfg_.block_size;
@@ -197,6 +202,7 @@ void Engine::admit(std::unique_ptr<RequestState> req, std::vector<int32_t> promp
   seq->n_prompt = prompt.size();
   seq->tokens = std::move(prompt);
   seq->decoder = std::make_unique<StreamDecoder>(tok_, bos_only);
+  if (req->params.constraint) seq->matcher.emplace(req->params.constraint);
   req->open_samples = req->params.n;
   scheduler_.add_waiting(seq.get());
   {
@@ -291,6 +297,7 @@ void Engine::fork_samples(Sequence* parent) {
     child->forked = true;
     child->scheduled_once = true;
     child->decoder = std::make_unique<StreamDecoder>(tok_, parent->n_prompt == 1);
+    child->matcher = parent->matcher;  // an independent copy: each sample advances its own
     blocks_.fork(parent->table, child->table);
     scheduler_.add_running(child.get());
     group.push_back(std::move(child));
@@ -314,18 +321,28 @@ void Engine::sample_and_emit(Sequence* seq, std::span<float> logits) {
       logits_copy_.assign(logits.begin(), logits.end());
       l = logits_copy_;
     }
-    apply_min_tokens_mask(l, p, tok_.vocab().eos_id(), s->n_output());
+    structured::Matcher* matcher = s->matcher ? &*s->matcher : nullptr;
+    int32_t token = -1;
+    bool complete = false;  // the constraint admits no more bytes
     SampleResult result;
-    const std::span<const int32_t> prompt(s->tokens.data(), s->n_prompt);
-    const std::span<const int32_t> output(s->tokens.data() + s->n_prompt, s->n_output());
-    const int32_t token =
-        sampler_.sample(l, p.sampling, prompt, output, static_cast<uint64_t>(s->index),
-                        static_cast<uint64_t>(s->n_output()), p.logprobs ? &result : nullptr);
+    try {
+      logits_processor_.apply(l, p, s->n_output(), matcher);
+      const std::span<const int32_t> prompt(s->tokens.data(), s->n_prompt);
+      const std::span<const int32_t> output(s->tokens.data() + s->n_prompt, s->n_output());
+      token = sampler_.sample(l, p.sampling, prompt, output, static_cast<uint64_t>(s->index),
+                              static_cast<uint64_t>(s->n_output()), p.logprobs ? &result : nullptr);
+      complete = logits_processor_.advance(p, token, matcher);
+    } catch (const structured::GrammarError& e) {
+      fail_sample(s, e.what());
+      continue;
+    }
     RequestOutput out;
     out.request_id = req->id;
     out.index = s->index;
     if (p.logprobs) out.logprobs.push_back({token, result.logprob, result.top});
     outputs_.process(*s, token, out);
+    if (complete && out.finish == FinishReason::none) outputs_.flush(*s, out);
+    if (complete) out.finish = FinishReason::stop;  // even where max_tokens ends it too
     count_tokens(s, 1);
     if (out.finish != FinishReason::none) {
       finish(s, out);
@@ -333,6 +350,21 @@ void Engine::sample_and_emit(Sequence* seq, std::span<float> logits) {
       req->stream->push(std::move(out));
     }
   }
+}
+
+void Engine::fail_sample(Sequence* s, const std::string& why) {
+  RequestState* req = s->req;
+  if (req->finish != FinishReason::error) {  // a request fails once, whichever sample failed
+    std::lock_guard<std::mutex> lock(metrics_mu_);
+    ++metrics_.requests_failed;
+  }
+  RequestOutput out;
+  out.request_id = req->id;
+  out.index = s->index;
+  out.finish = FinishReason::error;
+  out.error = why;
+  outputs_.flush(*s, out);
+  finish(s, out);
 }
 
 void Engine::count_tokens(Sequence* s, size_t n) {
@@ -420,7 +452,8 @@ void Engine::verify_and_emit(const ModelRunner::Sampled& sampled) {
   bool rejected = false;
   for (size_t i = 0; i <= n_draft; ++i) {
     std::span<float> l = runner_.logits(sampled.row(i));
-    apply_min_tokens_mask(l, p, tok_.vocab().eos_id(), s->n_output());
+    // No constraint here: constrained requests never draft (add_request).
+    logits_processor_.apply(l, p, s->n_output(), nullptr);
     const int32_t guess = i < n_draft ? popped_[i] : -1;
     std::span<const float> q;
     if (guess >= 0 && !draft->probs.empty()) q = {draft->probs.data() + i * vocab, vocab};

@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/logits_processor.h"
 #include "engine/memory_plan.h"
 #include "engine/metrics.h"
 #include "engine/model_runner.h"
@@ -98,6 +99,8 @@ class Engine {
   void admit(std::unique_ptr<RequestState> req, std::vector<int32_t> prompt);
   void finish(Sequence* seq, RequestOutput& out);
   void sample_and_emit(Sequence* seq, std::span<float> logits);
+  // Ends one sample whose constraint failed (structured::GrammarError); the others go on.
+  void fail_sample(Sequence* seq, const std::string& why);
   // Speculative decoding: drafts for the step's speculating sequences, appended to their
   // tokens; then, after the forward pass, the verifier's walk over a sequence's logits rows.
   void propose_drafts();
@@ -126,6 +129,7 @@ class Engine {
   ModelRunner runner_;
   OutputProcessor outputs_;
   Sampler sampler_;
+  LogitsProcessor logits_processor_;
   SpecVerifier verifier_;
   std::shared_ptr<Proposer> proposer_;  // null: no speculation
   SpecController controller_;

@@ -1,5 +1,7 @@
 #include "engine/request.h"
 
+#include "structured/matcher.h"
+
 namespace lift {
 
 std::string RequestParams::validate(int vocab_size) const {
@@ -18,6 +20,11 @@ std::string RequestParams::validate(int vocab_size) const {
   if (spec_tokens < -1 || spec_tokens > kMaxSpecTokens) {
     return "spec_tokens must be in [-1, " + std::to_string(kMaxSpecTokens) + "], got " +
            std::to_string(spec_tokens);
+  }
+  if (constraint && constraint->vocab().size() != vocab_size) {
+    return "the output constraint was compiled for a vocabulary of " +
+           std::to_string(constraint->vocab().size()) + " tokens, but the model has " +
+           std::to_string(vocab_size);
   }
   return sampling.validate(vocab_size);
 }

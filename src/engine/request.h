@@ -3,10 +3,15 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/sampler.h"
+
+namespace lift::structured {
+class CompiledGrammar;
+}
 
 namespace lift {
 
@@ -26,6 +31,12 @@ struct RequestParams {
   // Most draft tokens speculative decoding may verify per step for this request: -1 the
   // engine's --spec-tokens, 0 no speculation. It never changes greedy output.
   int spec_tokens = -1;
+  // Structured output: every sample's text is a sentence of this grammar (or a prefix of one,
+  // if max_tokens or a stop string ends it first); engine/logits_processor.h says how it
+  // meets EOS, stop ids and min_tokens. Compiled by whoever builds the request (the HTTP
+  // threads, through structured::ConstraintCompiler), never on the engine thread. A
+  // constrained request runs without speculative decoding.
+  std::shared_ptr<const structured::CompiledGrammar> constraint;
 
   // Empty when valid for this vocabulary; otherwise what to fix.
   std::string validate(int vocab_size) const;

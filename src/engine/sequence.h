@@ -6,12 +6,14 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/output_stream.h"
 #include "engine/request.h"
 #include "kv/block_manager.h"
+#include "structured/matcher.h"
 #include "tokenizer/tokenizer.h"
 
 namespace lift {
@@ -56,6 +58,11 @@ struct Sequence {
   size_t proposer_computed = 0;  // positions whose K/V the proposer's own model holds
   double spec_accepted = 0;      // decayed counts of this sequence's accepted draft tokens
   double spec_seen = 0;          // and of those the target judged
+
+  // Structured output (RequestParams::constraint): where this sample's text stands in the
+  // grammar. Advanced once per token appended after sampling, never by recompute after
+  // preemption (which only rebuilds K/V); forked samples start from a copy.
+  std::optional<structured::Matcher> matcher;
 
   // Output side.
   std::unique_ptr<StreamDecoder> decoder;

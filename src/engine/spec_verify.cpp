@@ -29,17 +29,6 @@ int32_t draw_from(std::span<const float> probs, double u) {
   return static_cast<int32_t>(last);
 }
 
-void apply_min_tokens_mask(std::span<float> logits, const RequestParams& p, int32_t eos_id,
-                           size_t n_output) {
-  if (n_output >= static_cast<size_t>(std::max(p.min_tokens, 0))) return;
-  auto ban = [&](int32_t t) {
-    if (t >= 0 && static_cast<size_t>(t) < logits.size())
-      logits[static_cast<size_t>(t)] = -INFINITY;
-  };
-  if (!p.ignore_eos) ban(eos_id);
-  for (int32_t t : p.stop_token_ids) ban(t);
-}
-
 SpecVerifier::SpecVerifier(Sampler& sampler) : sampler_(sampler) {
   const auto n = static_cast<size_t>(sampler.vocab_size());
   p_.resize(n);

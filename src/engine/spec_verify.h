@@ -44,6 +44,7 @@
 #include <span>
 #include <vector>
 
+#include "engine/logits_processor.h"  // apply_min_tokens_mask, for the draft model
 #include "engine/request.h"
 #include "engine/sampler.h"
 
@@ -54,12 +55,6 @@ namespace lift {
 // of zero weight, even for u close to 1 where rounding leaves u * total at the very top.
 // Throws std::invalid_argument if probs is empty or sums to zero.
 int32_t draw_from(std::span<const float> probs, double u);
-
-// Before min_tokens outputs, EOS (unless ignore_eos; eos_id < 0: none) and the
-// stop_token_ids cannot be chosen: sets their logits to -inf. A no-op from n_output >=
-// min_tokens on. The engine applies it to the target's logits, a draft model to its own.
-void apply_min_tokens_mask(std::span<float> logits, const RequestParams& p, int32_t eos_id,
-                           size_t n_output);
 
 // Owns scratch sized to the vocabulary (no allocation per call); uses the given Sampler,
 // which must outlive it. Not thread-safe, like Sampler.

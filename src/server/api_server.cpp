@@ -38,6 +38,7 @@ struct Api {
   std::atomic<bool> draining{false};
   std::unique_ptr<LlamaModel> model;
   std::unique_ptr<Tokenizer> tok;
+  std::unique_ptr<structured::ConstraintCompiler> constraints;  // set before ready
   std::unique_ptr<Engine> engine;  // set (and started) under engine_mu, read after ready
   std::mutex engine_mu;
   std::optional<ChosenTemplate> chat;
@@ -93,6 +94,8 @@ ApiContext api_context(const Api& a) {
                  a.model->config().n_vocab};
   ctx.served_model_names = a.model_names;
   ctx.allow_priority = a.opts.engine.scheduler.priority_scheduling();
+  ctx.constraints = a.constraints.get();
+  ctx.tool_format = a.opts.tool_format;
   return ctx;
 }
 
@@ -359,9 +362,18 @@ int run_server(const ServerOptions& opts) {
       a->model = LlamaModel::load(opts.model_path);
       a->tok = std::make_unique<Tokenizer>(Tokenizer::from_gguf(a->model->file()));
       a->chat = choose_chat_template(a->model->file(), opts.chat_template);
+      // End tokens beyond EOS (a template's end of turn) are each request's stop ids, which
+      // the engine's logits processor treats as the constraint's end tokens.
+      a->constraints = std::make_unique<structured::ConstraintCompiler>(
+          structured::TokenVocab::from_tokenizer(*a->tok));
       auto engine = std::make_unique<Engine>(*a->model, *a->tok, opts.engine);
       std::fprintf(stderr, "%s", engine->memory_plan().c_str());
       std::fprintf(stderr, "lift: %s\n", a->chat->note.c_str());
+      std::fprintf(stderr, "lift: tool calls: %s (%s)\n",
+                   std::string(tool_call_format_name(opts.tool_format.value_or(
+                                   detect_tool_call_format(a->chat->tmpl.source()))))
+                       .c_str(),
+                   opts.tool_format ? "--tool-call-parser" : "the chat template's syntax");
       {
         // A shutdown that began while the model loaded has already stopped everything else.
         std::lock_guard<std::mutex> lock(a->engine_mu);

@@ -13,6 +13,7 @@
 #include "server/access_log.h"
 #include "server/chat_template.h"
 #include "server/http/http_server.h"
+#include "server/tool_calls.h"
 
 namespace lift {
 
@@ -25,6 +26,7 @@ struct ServerOptions {
   std::vector<std::string> served_model_names;  // empty: the model file's stem
   size_t max_waiting = 256;                     // requests queued beyond max_seqs before 503
   std::string chat_template;  // --chat-template: builtin name, file or inline (empty: the model's)
+  std::optional<ToolCallFormat> tool_format;  // --tool-call-parser (unset: from the template)
   int shutdown_grace_seconds = 5;
   LogFormat log_format = LogFormat::text;
   bool access_log = true;

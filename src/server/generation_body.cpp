@@ -68,11 +68,11 @@ void GenerationBody::pump_stream(http::Writer& out) {
       // As OpenAI does: the last content, then a chunk with an empty delta and the reason.
       RequestOutput content = *o;
       content.finish = FinishReason::none;
-      out.write(sse(builder_->chunk(content)));
+      if (const auto c = builder_->chunk(content); !c.is_null()) out.write(sse(c));
       o->text.clear();
       o->logprobs.clear();
     }
-    out.write(sse(builder_->chunk(*o)));
+    if (const auto c = builder_->chunk(*o); !c.is_null()) out.write(sse(c));
   }
   if (!sub_.stream->done()) return;
   out.usage().completion_tokens = completion_tokens_;

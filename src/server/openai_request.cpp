@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "server/api_error.h"
+#include "server/tool_request.h"
 #include "tokenizer/utf8.h"
 #include "util/error.h"
 
@@ -329,6 +330,24 @@ void finish_params(const json& b, const ApiContext& ctx, ApiRequest& r, int defa
   if (const std::string err = p.validate(ctx.vocab_size); !err.empty()) bad("", err);
 }
 
+// Structured output: read from the body and compiled here, on the HTTP thread; the engine
+// only runs the result (params.constraint).
+void parse_constraint(const json& b, const std::string& body, const ApiContext& ctx,
+                      ApiRequest& r) {
+  if (auto c = parse_constraint_fields(b, body)) {
+    if (r.constraint) {
+      bad(c->param, "'" + c->param + "' cannot be combined with '" + r.constraint->param +
+                        "': a request may give one output constraint");
+    }
+    r.constraint = std::move(c);
+  }
+  if (!r.constraint) return;
+  if (ctx.constraints == nullptr) {
+    bad(r.constraint->param, "structured output is not available here");
+  }
+  r.params.constraint = compile_constraint(*ctx.constraints, *r.constraint);
+}
+
 // One chat message's content: a string or an array of text parts.
 std::string message_content(const json& c, const std::string& where) {
   if (c.is_string()) return c.get<std::string>();
@@ -447,6 +466,7 @@ ApiRequest parse_completion_request(const std::string& body, const ApiContext& c
     r.params.logprobs = true;
   }
   finish_params(b, ctx, r, 16);
+  parse_constraint(b, body, ctx, r);
   return r;
 }
 
@@ -575,17 +595,10 @@ ApiRequest parse_chat_request(const std::string& body, const ApiContext& ctx) {
   const json b = parse_json_object(body);
   ApiRequest r;
   r.chat = true;
-  reject_unsupported(
-      b, {"functions", "function_call", "response_format", "audio", "modalities", "prediction"});
-  if (present(b, "tool_choice")) {
-    const json& tc = b["tool_choice"];
-    if (!tc.is_string() || (tc != "auto" && tc != "none")) {
-      bad("tool_choice",
-          "'tool_choice' may be \"auto\" or \"none\": lift does not constrain the output to "
-          "a tool call");
-    }
-  }
-  const ChatInput in = parse_chat_input(b, parse_ordered_json(body));
+  reject_unsupported(b, {"functions", "function_call", "audio", "modalities", "prediction"});
+  ChatInput in = parse_chat_input(b, parse_ordered_json(body));
+  const ToolRequest tools = parse_tool_request(b, in.tools);
+  if (tools.choice == ToolChoice::none) in.tools = nullptr;  // "none": the model sees no tools
   ChatPrompt cp = render_chat_request(ctx, in);
   r.prompt = std::move(cp.tokens);
   parse_common(b, ctx, r);
@@ -599,6 +612,8 @@ ApiRequest parse_chat_request(const std::string& body, const ApiContext& ctx) {
     if (!r.params.logprobs) bad("top_logprobs", "'top_logprobs' requires 'logprobs': true");
   }
   finish_params(b, ctx, r, ctx.context_length);
+  parse_constraint(b, body, ctx, r);
+  apply_tool_request(tools, ctx, r);
   return r;
 }
 

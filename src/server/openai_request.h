@@ -21,6 +21,8 @@
 #include "engine/request.h"
 #include "server/api_error.h"
 #include "server/chat_template.h"
+#include "server/constraint_request.h"
+#include "server/tool_calls.h"
 #include "tokenizer/tokenizer.h"
 
 namespace lift {
@@ -31,6 +33,12 @@ struct ApiRequest {
   RequestParams params;  // logprobs: params.logprobs and params.sampling.n_logprobs
   bool stream = false;
   bool include_usage = false;
+  // The structured output asked for (response_format, guided_*, ...), compiled into
+  // params.constraint at the end of parsing. Whoever parses another source of constraints
+  // (tool_choice) may set it before that; a body that also names one is then a 400.
+  std::optional<ConstraintRequest> constraint;
+  // What the reply is parsed for: the model's tool calls (server/tool_request.h).
+  ToolCallSetup tool_calls{};
 };
 
 struct ApiContext {
@@ -46,6 +54,11 @@ struct ApiContext {
   // a request with a non-zero "priority" then gets 400 instead of being silently reordered
   // or not.
   bool allow_priority = true;
+  // Compiles output constraints against the model's vocabulary (null: a request that asks
+  // for one gets 400).
+  structured::ConstraintCompiler* constraints = nullptr;
+  // The model's tool-call syntax (--tool-call-parser); unset: from the chat template.
+  std::optional<ToolCallFormat> tool_format{};
 };
 
 // Deepest nesting of arrays and objects a request body may have; the body object itself is
