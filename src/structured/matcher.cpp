@@ -20,13 +20,27 @@ struct CompiledGrammar::Cache {
   struct Entry {
     uint32_t acc_begin = 0, acc_count = 0;  // acc_tokens, when bitset < 0
     int32_t bitset = -1;                    // index of the state's accepted-token bitset
-    uint32_t unc_begin = 0, unc_count = 0;  // uncertain trie nodes, depth-first order
+    uint32_t suf_begin = 0, suf_count = 0;  // the state's suffixes, sorted
+  };
+  // The bytes an uncertain token still has to consume once the state's rule has ended, and
+  // the tokens (trie nodes) that are allowed if they can. Grouping by suffix matters: a
+  // thousand tokens like `x",` `y",` share the one check of `,` after the string.
+  struct Suffix {
+    uint32_t text_begin;
+    uint32_t text_len;
+    uint32_t nodes_begin;  // nodes[nodes_begin .. next suffix's nodes_begin)
   };
   size_t words = 0;
   std::vector<Entry> entries;  // per grammar state
   std::vector<int32_t> acc_tokens;
   std::vector<uint64_t> bitsets;
-  std::vector<uint32_t> unc_nodes;
+  std::vector<Suffix> suffixes;  // plus a sentinel
+  std::string suffix_text;
+  std::vector<uint32_t> suffix_nodes;
+
+  std::string_view suffix(uint32_t i) const {
+    return std::string_view(suffix_text).substr(suffixes[i].text_begin, suffixes[i].text_len);
+  }
 };
 
 namespace {
@@ -38,33 +52,35 @@ void set_node_tokens(uint64_t* m, const TokenVocab::Trie& tr, uint32_t node) {
     set_bit(m, tr.node_tokens[k]);
 }
 
-// Walks the whole trie from one head on an empty stack (see the file comment).
+// Walks the whole trie from one head on an empty stack (see the file comment). An uncertain
+// token is recorded once per place its rule may end inside it, as (bytes after that place,
+// token).
 class StateWalker {
  public:
-  StateWalker(const Data& g, const TokenVocab& v) : g_(g), tr_(v.trie()), closure_(g) {
+  StateWalker(const Data& g, const TokenVocab& v) : g_(g), v_(v), tr_(v.trie()), closure_(g) {
     size_t max_depth = 0;
     for (uint16_t d : tr_.depth) max_depth = std::max<size_t>(max_depth, d);
     levels_.resize(max_depth + 1);
-    popped_.resize(max_depth + 1);
+    ended_.resize(max_depth + 1);
   }
 
-  // Fills `accepted` (trie nodes) and `uncertain` (trie nodes); returns parser steps taken.
-  size_t walk(int32_t state, std::vector<uint32_t>& accepted, std::vector<uint32_t>& uncertain) {
+  // Fills `accepted` (trie nodes) and `uncertain`; returns parser steps taken.
+  size_t walk(int32_t state, std::vector<uint32_t>& accepted,
+              std::vector<std::pair<std::string_view, uint32_t>>& uncertain) {
     accepted.clear();
     uncertain.clear();
     arena_.clear();
     levels_[0].assign(1, Head{state, -1});
-    popped_[0] = false;
+    ended_[0] = 0;
     size_t steps = 0;
     const uint32_t n = static_cast<uint32_t>(tr_.size());
     for (uint32_t i = 1; i < n;) {
       const size_t d = tr_.depth[i];
       const std::vector<Head>& above = levels_[d - 1];
-      const bool popped_above = popped_[d - 1];
       closure_.step(above, tr_.byte[i], raw_);
       steps += above.size();
       if (raw_.empty()) {
-        if (popped_above) add_subtree(i, uncertain);
+        add_subtree(i, tr_.subtree_end[i], d - 1, uncertain);
         i = tr_.subtree_end[i];
         continue;
       }
@@ -74,9 +90,9 @@ class StateWalker {
         continue;
       }
       bool ended = closure_.run(raw_.data(), raw_.size(), levels_[d], arena_, SIZE_MAX);
-      popped_[d] = popped_above || ended;
+      ended_[d] = static_cast<uint8_t>(ended ? 1 : 0);
       if (levels_[d].empty()) {
-        if (popped_[d]) add_subtree(i + 1, tr_.subtree_end[i], uncertain);
+        add_subtree(i + 1, tr_.subtree_end[i], d, uncertain);
         i = tr_.subtree_end[i];
         continue;
       }
@@ -86,20 +102,28 @@ class StateWalker {
   }
 
  private:
-  void add_subtree(uint32_t i, std::vector<uint32_t>& out) {
-    add_subtree(i, tr_.subtree_end[i], out);
-  }
-  void add_subtree(uint32_t begin, uint32_t end, std::vector<uint32_t>& out) {
-    for (uint32_t j = begin; j < end; ++j)
-      if (tr_.token_begin[j] != tr_.token_begin[j + 1]) out.push_back(j);
+  // Tokens in [begin, end) whose path is known up to depth `upto`: one entry per depth on
+  // the path (1..upto) where the rule ended.
+  void add_subtree(uint32_t begin, uint32_t end, size_t upto,
+                   std::vector<std::pair<std::string_view, uint32_t>>& out) {
+    bool any = false;
+    for (size_t k = 1; k <= upto; ++k) any = any || ended_[k];
+    if (!any) return;
+    for (uint32_t j = begin; j < end; ++j) {
+      if (tr_.token_begin[j] == tr_.token_begin[j + 1]) continue;
+      const std::string& bytes = v_.bytes(tr_.node_tokens[tr_.token_begin[j]]);
+      for (size_t k = 1; k <= upto; ++k)
+        if (ended_[k]) out.emplace_back(std::string_view(bytes).substr(k), j);
+    }
   }
 
   const Data& g_;
+  const TokenVocab& v_;
   const TokenVocab::Trie& tr_;
   Closure closure_;
   NodeArena arena_;
   std::vector<std::vector<Head>> levels_;
-  std::vector<uint8_t> popped_;
+  std::vector<uint8_t> ended_;  // ended_[k]: the rule may end after the path's first k bytes
   std::vector<Head> raw_;
 };
 
@@ -143,7 +167,8 @@ std::shared_ptr<const CompiledGrammar> CompiledGrammar::compile(
   }
 
   StateWalker walker(d, v);
-  std::vector<uint32_t> accepted, uncertain;
+  std::vector<uint32_t> accepted;
+  std::vector<std::pair<std::string_view, uint32_t>> uncertain;
   size_t steps = 0;
   for (size_t s = 0; s < d.states.size(); ++s) {
     if (!reach[s] || !(d.states[s].flags & Data::kHasBytes)) continue;
@@ -166,10 +191,23 @@ std::shared_ptr<const CompiledGrammar> CompiledGrammar::compile(
           c.acc_tokens.push_back(tr.node_tokens[k]);
       e.acc_count = static_cast<uint32_t>(c.acc_tokens.size() - e.acc_begin);
     }
-    e.unc_begin = static_cast<uint32_t>(c.unc_nodes.size());
-    c.unc_nodes.insert(c.unc_nodes.end(), uncertain.begin(), uncertain.end());
-    e.unc_count = static_cast<uint32_t>(uncertain.size());
+    std::sort(uncertain.begin(), uncertain.end());
+    e.suf_begin = static_cast<uint32_t>(c.suffixes.size());
+    for (size_t k = 0; k < uncertain.size(); ++k) {
+      if (k == 0 || uncertain[k].first != uncertain[k - 1].first) {
+        c.suffixes.push_back({static_cast<uint32_t>(c.suffix_text.size()),
+                              static_cast<uint32_t>(uncertain[k].first.size()),
+                              static_cast<uint32_t>(c.suffix_nodes.size())});
+        c.suffix_text.append(uncertain[k].first);
+      }
+      if (c.suffix_nodes.size() == c.suffixes.back().nodes_begin ||
+          c.suffix_nodes.back() != uncertain[k].second)
+        c.suffix_nodes.push_back(uncertain[k].second);
+    }
+    e.suf_count = static_cast<uint32_t>(c.suffixes.size() - e.suf_begin);
   }
+  c.suffixes.push_back({static_cast<uint32_t>(c.suffix_text.size()), 0,
+                        static_cast<uint32_t>(c.suffix_nodes.size())});
   return cg;
 }
 
@@ -178,7 +216,8 @@ CompiledGrammar::~CompiledGrammar() = default;
 size_t CompiledGrammar::cache_bytes() const {
   const Cache& c = *cache_;
   return c.entries.size() * sizeof(Cache::Entry) + c.acc_tokens.size() * 4 + c.bitsets.size() * 8 +
-         c.unc_nodes.size() * 4;
+         c.suffixes.size() * sizeof(Cache::Suffix) + c.suffix_text.size() +
+         c.suffix_nodes.size() * 4;
 }
 
 struct Matcher::State {
@@ -272,38 +311,38 @@ void Matcher::fill_mask(std::span<uint64_t> mask) {
       for (uint32_t k = 0; k < e.acc_count; ++k) set_bit(m, c.acc_tokens[e.acc_begin + k]);
     }
     // At the bottom a rule's end is the text's end: nothing may follow inside the token.
-    if (h.parent < 0 || e.unc_count == 0) continue;
+    if (h.parent < 0 || e.suf_count == 0) continue;
 
-    // Uncertain tokens in trie order against the real stack: levels[k] holds the heads after
-    // the first k bytes of `prefix`; a dead prefix rules out every token that extends it.
+    // Where the text goes on once the head's rule ends: the caller's continuation.
+    const NodeArena::Node& caller = st.arena[h.parent];
+    const Head after{caller.ret, caller.parent};
     if (st.levels.size() < 2) st.levels.resize(2);
-    st.levels[0].assign(1, h);
+    st.closure.run(&after, 1, st.levels[0], st.arena, limits_.max_heads);
+    if (st.levels[0].empty()) continue;
+
+    // The suffixes in sorted order: levels[k] holds the heads after the first k bytes of
+    // `prefix`; a dead prefix skips, by binary search, every suffix that extends it.
     std::string_view prefix;  // bytes levels[1..valid] were computed for
     size_t valid = 0;
-    size_t dead = 0;  // > 0: prefix[0..dead) leads nowhere
-    for (uint32_t k = 0; k < e.unc_count; ++k) {
-      const uint32_t node = c.unc_nodes[e.unc_begin + k];
-      const std::string& s = v.bytes(tr.node_tokens[tr.token_begin[node]]);
+    const uint32_t end = e.suf_begin + e.suf_count;
+    for (uint32_t k = e.suf_begin; k < end;) {
+      const std::string_view s = c.suffix(k);
       size_t common = 0;
       const size_t lim = std::min(prefix.size(), s.size());
       while (common < lim && prefix[common] == s[common]) ++common;
-      if (dead > 0 && common >= dead) continue;
-      dead = 0;
       valid = std::min(valid, common);
       prefix = s;
       if (st.levels.size() < s.size() + 1) st.levels.resize(s.size() + 1);
-      bool ok = true;
+      size_t dead = 0;  // > 0: s[0..dead) leads nowhere
       for (size_t i = valid; i < s.size(); ++i) {
         st.closure.step(st.levels[i], static_cast<uint8_t>(s[i]), st.raw);
         steps += st.levels[i].size();
         if (st.raw.empty()) {
           dead = i + 1;
           valid = i;
-          ok = false;
           break;
         }
-        if (i + 1 == s.size()) {
-          // The last byte: the token fits; the closure is only needed for longer tokens.
+        if (i + 1 == s.size()) {  // the last byte: fits; no closure needed
           valid = i;
           break;
         }
@@ -311,16 +350,31 @@ void Matcher::fill_mask(std::span<uint64_t> mask) {
         valid = i + 1;
         if (st.levels[i + 1].empty()) {
           dead = i + 1;
-          ok = false;
           break;
         }
       }
-      if (ok) set_node_tokens(m, tr, node);
       if (steps > limits_.max_mask_steps) {
         st.arena.rollback(mark);
         throw GrammarError("constraint: a token mask took more than its budget of " +
                            std::to_string(limits_.max_mask_steps) + " parser steps");
       }
+      if (dead == 0) {
+        for (uint32_t j = c.suffixes[k].nodes_begin; j < c.suffixes[k + 1].nodes_begin; ++j)
+          set_node_tokens(m, tr, c.suffix_nodes[j]);
+        ++k;
+        continue;
+      }
+      // Suffixes extending the dead prefix are contiguous from k on.
+      const std::string_view dead_prefix = s.substr(0, dead);
+      uint32_t lo = k + 1, hi = end;
+      while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (c.suffix(mid).substr(0, dead) == dead_prefix)
+          lo = mid + 1;
+        else
+          hi = mid;
+      }
+      k = lo;
     }
   }
   st.arena.rollback(mark);
