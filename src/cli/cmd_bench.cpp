@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -16,6 +17,7 @@
 #include "cli/spec_report.h"
 #include "cli/timing.h"
 #include "engine/engine.h"
+#include "structured/constraint.h"
 #include "util/error.h"
 
 namespace lift::cli {
@@ -41,6 +43,7 @@ struct ThroughputOptions {
   std::string schedulers = "all";
   uint64_t seed = 0;
   bool json = false;
+  std::string json_schema;  // each scheduler also runs with this schema, for the ratio
   EngineOptions engine;
 };
 
@@ -49,8 +52,11 @@ struct ThroughputRun {
   SpecDecodeMetrics spec;
 };
 
+// constraint: every request's output follows it (null: plain decoding). A constrained
+// request may complete its text before output_len tokens; tokens/s counts what it produced.
 ThroughputRun run_throughput(LlamaModel& model, LlamaModel* draft, const Tokenizer& tok,
-                             const ThroughputOptions& o, const std::string& policy) {
+                             const ThroughputOptions& o, const std::string& policy,
+                             std::shared_ptr<const structured::CompiledGrammar> constraint) {
   EngineOptions eo = o.engine;
   eo.scheduler = policy;
   EngineConfig cfg = eo.to_config(draft);
@@ -62,6 +68,7 @@ ThroughputRun run_throughput(LlamaModel& model, LlamaModel* draft, const Tokeniz
   p.max_tokens = o.output_len;
   p.ignore_eos = true;
   p.sampling.temperature = 0;
+  p.constraint = std::move(constraint);
   const auto t0 = Clock::now();
   for (int i = 0; i < o.num_prompts; ++i) {
     subs.push_back(engine.add_request(
@@ -76,7 +83,7 @@ ThroughputRun run_throughput(LlamaModel& model, LlamaModel* draft, const Tokeniz
       n += static_cast<int>(out->token_ids.size());
       if (out->finish == FinishReason::error) throw Error("request failed: " + out->error);
     }
-    if (n != o.output_len) {
+    if (p.constraint ? n > o.output_len : n != o.output_len) {
       throw Error("a request produced " + std::to_string(n) + " tokens instead of " +
                   std::to_string(o.output_len));
     }
@@ -96,7 +103,28 @@ ThroughputRun run_throughput(LlamaModel& model, LlamaModel* draft, const Tokeniz
       {"steps", m.steps},
       {"preemptions", m.preemptions},
       {"spec", spec_json(m.spec)}};
+  if (p.constraint) r["json_schema"] = o.json_schema;
   return {std::move(r), m.spec};
+}
+
+// The schema of --json-schema compiled against the model's vocabulary, timed (that is the
+// time to first mask a server pays once per new schema).
+std::shared_ptr<const structured::CompiledGrammar> compile_schema_file(const std::string& path,
+                                                                       const Tokenizer& tok) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("bench throughput: cannot read --json-schema " + path);
+  structured::ConstraintSpec spec;
+  spec.kind = structured::ConstraintKind::json_schema;
+  spec.text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  const auto t0 = Clock::now();
+  try {
+    structured::ConstraintCompiler compiler(structured::TokenVocab::from_tokenizer(tok), 1);
+    auto g = compiler.compile(spec);
+    std::printf("json schema %s compiled in %.3f s\n", path.c_str(), secs(Clock::now() - t0));
+    return g;
+  } catch (const structured::GrammarError& e) {
+    throw Error("bench throughput: --json-schema " + path + ": " + e.what());
+  }
 }
 
 int throughput(const ThroughputOptions& o) {
@@ -123,20 +151,39 @@ int throughput(const ThroughputOptions& o) {
                 "; lower them to a sum of at most " + std::to_string(max_len) +
                 " (or raise --max-model-len up to the model's context)");
   }
-  std::printf("%-11s %9s %10s %14s %14s %8s\n", "scheduler", "elapsed_s", "requests/s",
+  const auto constraint = o.json_schema.empty() ? nullptr : compile_schema_file(o.json_schema, tok);
+  std::printf("%-18s %9s %10s %14s %14s %8s\n", "scheduler", "elapsed_s", "requests/s",
               "output_tok/s", "total_tok/s", "steps");
-  nlohmann::json all = nlohmann::json::array();
-  for (const auto& p : policies) {
-    const auto [r, spec] = run_throughput(*model, draft.get(), tok, o, p);
-    std::printf("%-11s %9.2f %10.2f %14.1f %14.1f %8llu\n", p.c_str(), r["elapsed_s"].get<double>(),
-                r["requests_per_s"].get<double>(), r["output_tokens_per_s"].get<double>(),
-                r["total_tokens_per_s"].get<double>(),
+  auto run = [&](const std::string& p, std::shared_ptr<const structured::CompiledGrammar> c) {
+    const auto [r, spec] = run_throughput(*model, draft.get(), tok, o, p, std::move(c));
+    const std::string label = r.contains("json_schema") ? p + "+schema" : p;
+    std::printf("%-18s %9.2f %10.2f %14.1f %14.1f %8llu\n", label.c_str(),
+                r["elapsed_s"].get<double>(), r["requests_per_s"].get<double>(),
+                r["output_tokens_per_s"].get<double>(), r["total_tokens_per_s"].get<double>(),
                 static_cast<unsigned long long>(r["steps"].get<uint64_t>()));
     if (!spec.proposer.empty()) std::printf("  %s\n", spec_summary(spec).c_str());
     std::fflush(stdout);
-    all.push_back(r);
+    return r;
+  };
+  nlohmann::json all = nlohmann::json::array();
+  nlohmann::json schema_runs = nlohmann::json::array();
+  nlohmann::json schema_ratio = nlohmann::json::object();
+  for (const auto& p : policies) {
+    all.push_back(run(p, nullptr));
+    if (!constraint) continue;
+    // Plain and constrained back to back, so both see the same machine.
+    const nlohmann::json c = run(p, constraint);
+    const double ratio =
+        c["output_tokens_per_s"].get<double>() / all.back()["output_tokens_per_s"].get<double>();
+    std::printf("  %s: output tokens/s with the schema / without: %.3fx\n", p.c_str(), ratio);
+    schema_ratio[p] = ratio;
+    schema_runs.push_back(c);
   }
   nlohmann::json summary = {{"benchmark", "throughput"}, {"model", o.model}, {"runs", all}};
+  if (constraint) {
+    summary["schema_runs"] = schema_runs;
+    summary["schema_over_plain"] = schema_ratio;
+  }
   if (all.size() == 3) {
     const double seq = all[0]["output_tokens_per_s"].get<double>();
     summary["static_over_sequential"] = all[1]["output_tokens_per_s"].get<double>() / seq;
@@ -357,6 +404,9 @@ Runner add_bench(CLI::App& app) {
   tc->add_option("--output-len", t->output_len, "Generated tokens")->check(CLI::Range(1, 1 << 20));
   tc->add_option("--scheduler", t->schedulers, "sequential|static|continuous|all");
   tc->add_option("--seed", t->seed, "Prompt seed");
+  tc->add_option("--json-schema", t->json_schema,
+                 "Also run each scheduler with output constrained to this JSON Schema file, and "
+                 "report the tokens/s ratio");
   add_engine_options(tc, t->engine);
 
   auto h = std::make_shared<HolOptions>();
