@@ -14,6 +14,7 @@ struct ServeOptions {
   ServerOptions server;
   EngineOptions engine;
   std::string chat_template;
+  std::string tool_call_parser;
   std::vector<std::string> api_keys;
   std::string api_key_file;
   std::string log_format = "text";
@@ -66,6 +67,17 @@ Runner add_serve(CLI::App& app) {
   c->add_option("--chat-template", o->chat_template,
                 "Builtin name (chatml, llama2, llama3, mistral, gemma, zephyr, phi3), a Jinja "
                 "file, or an inline template (default: the model's tokenizer.chat_template)");
+  c->add_option("--tool-call-parser", o->tool_call_parser,
+                "The syntax the model writes tool calls in: llama3_json, hermes, mistral or none "
+                "(default: detected from the chat template)")
+      ->check([](const std::string& v) {
+        try {
+          (void)parse_tool_call_format(v);
+          return std::string();
+        } catch (const Error& e) {
+          return std::string(e.what());
+        }
+      });
   c->add_option("--shutdown-grace", o->server.shutdown_grace_seconds,
                 "Seconds in-flight requests get to finish after SIGINT/SIGTERM");
   c->add_option("--log-format", o->log_format, "Access log lines: text or json");
@@ -73,6 +85,9 @@ Runner add_serve(CLI::App& app) {
   add_engine_options(c, o->engine);
   return [o] {
     o->server.chat_template = o->chat_template;
+    if (!o->tool_call_parser.empty()) {
+      o->server.tool_format = parse_tool_call_format(o->tool_call_parser);
+    }
     o->server.api_keys = gather_api_keys(o->api_keys, o->api_key_file, std::getenv("LIFT_API_KEY"));
     o->server.log_format = parse_log_format(o->log_format);
     o->server.access_log = !o->no_access_log;

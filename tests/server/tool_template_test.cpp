@@ -229,6 +229,10 @@ TEST(ToolRequestFields, ChoiceNoneRendersNoToolsAndParsesNothing) {
   EXPECT_EQ(none.prompt, context(t).tok.encode("Hi", false, true));
   EXPECT_NE(with.prompt, none.prompt);
   EXPECT_FALSE(with.params.constraint);  // auto: parsed, not constrained
+  // --tool-call-parser chooses the syntax whatever the template says.
+  ApiContext mistral = context(t);
+  mistral.tool_format = ToolCallFormat::mistral;
+  EXPECT_EQ(parse_chat_request(base + "}", mistral).tool_calls.format, ToolCallFormat::mistral);
 }
 
 TEST(ToolRequestFields, RequiredIsCompiledOnceAndExcludesOtherConstraints) {
