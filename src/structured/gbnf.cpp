@@ -14,6 +14,8 @@
 namespace lift::structured {
 namespace {
 
+constexpr int kMaxDepth = 256;  // parenthesis nesting: the parser recurses once per level
+
 bool is_name_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
          c == '_';
@@ -162,8 +164,12 @@ class GbnfCompiler {
         items.push_back(code_point(b_, CodePointSet::all(), false));
       } else if (c == '(') {
         ++pos_;
+        if (++depth_ > kMaxDepth) {
+          fail(at, "parentheses nested deeper than " + std::to_string(kMaxDepth));
+        }
         space(true);
         items.push_back(alternatives(/*nested=*/true));
+        --depth_;
         if (peek() != ')') fail(at, "unclosed '('");
         ++pos_;
       } else if (is_name_char(c)) {
@@ -323,6 +329,7 @@ class GbnfCompiler {
   std::string_view text_;
   GrammarBuilder& b_;
   size_t pos_ = 0;
+  int depth_ = 0;  // parentheses open around pos_
   std::unordered_map<std::string, Rule> rules_;
 };
 

@@ -16,6 +16,7 @@ constexpr char32_t kEnd = 0xFFFFFFFF;  // past the last code point of the patter
 constexpr uint32_t kMaxCount = 1'000'000;
 // A group holding an anchor is unrolled per repetition (regex_anchors.h).
 constexpr uint32_t kMaxAnchoredRepeat = 16;
+constexpr int kMaxDepth = 256;  // group nesting: the parser recurses once per level
 
 using regex_detail::Piece;
 using regex_detail::PieceAlgebra;
@@ -169,7 +170,9 @@ class RegexCompiler {
         fail(open, "group modifier '(?' is not supported");
       }
     }
+    if (++depth_ > kMaxDepth) fail(open, "groups nested deeper than " + std::to_string(kMaxDepth));
     Piece p = alternation();
+    --depth_;
     if (peek() != ')') fail(open, "unclosed '('");
     ++pos_;
     return p;
@@ -445,6 +448,7 @@ class RegexCompiler {
   std::vector<char32_t> cps_;
   std::vector<size_t> offsets_;  // byte offset of each code point, then the pattern's size
   size_t pos_ = 0;               // index into cps_
+  int depth_ = 0;                // groups open around pos_
 };
 
 }  // namespace

@@ -141,6 +141,8 @@ TEST(GbnfErrors, SyntaxErrorsAndUndefinedRulesNameLineAndColumn) {
   expect_error("root ::= \"a\" | \nb ::= \"b\"", {"'::=' inside a rule", "2:1"});
   expect_error("root := \"a\"", {"expected '::='", "1:6"});
   expect_error("root ::= <[1000]>", {"token references"});
+  expect_error("root ::= " + std::string(100000, '(') + std::string(100000, ')'),
+               {"nested deeper than 256", "1:266"});
   expect_error("root ::= \"\xff\"", {"invalid UTF-8", "1:11"});
   // Left recursion is refused when the grammar is built.
   expect_error("root ::= root \"x\" | \"y\"", {"root"});

@@ -387,6 +387,7 @@ TEST(RegexErrors, UnsupportedAndMalformedPatternsNameTheProblemAndOffset) {
   expect_error("\\c1", {"\\c"});
   expect_error("\\01", {"octal"});
   expect_error("(?<>a)", {"empty group name"});
+  expect_error(std::string(100000, '(') + std::string(100000, ')'), {"nested deeper than 256"});
   expect_error("a\xff", {"invalid UTF-8", "offset 1"});
   expect_error("\xe2\x82", {"invalid UTF-8", "offset 0"});
   expect_error("a\xe0\x80\x80", {"invalid UTF-8", "offset 1"});  // overlong
