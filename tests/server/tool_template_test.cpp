@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "server/openai_request.h"
+#include "server/openai_response.h"
 #include "server/tool_calls.h"
 #include "server/tool_request.h"
 #include "structured/constraint.h"
@@ -263,6 +264,72 @@ TEST(ToolRequestFields, RequiredIsCompiledOnceAndExcludesOtherConstraints) {
       ctx);
   EXPECT_EQ(s.param(), "tools") << s.what();
   EXPECT_NE(std::string(s.what()).find("\"f\""), std::string::npos) << s.what();
+}
+
+// The response side: the chunks a streamed reply becomes, and the whole message.
+TEST(ToolCallResponse, StreamedDeltasInOpenAIsShapeAndTheWholeMessage) {
+  ApiRequest req;
+  req.chat = true;
+  req.params.n = 1;
+  req.tool_calls = {ToolCallFormat::hermes, {"get_weather"}};
+  const std::string text =
+      "Checking.<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+      "\"Oslo\"}}\n</tool_call>";
+  for (size_t step : {size_t{1}, size_t{5}, text.size()}) {
+    ResponseBuilder rb(req, context(ChatFormat::chatml).tok, "id", "m");
+    std::string content, args, id;
+    int named = 0;
+    size_t sent = 0;
+    for (size_t at = 0; at < text.size(); at += step) {
+      RequestOutput o;
+      o.text = text.substr(at, step);
+      if (at + step >= text.size()) o.finish = FinishReason::stop;
+      const json c = rb.chunk(o);
+      if (c.is_null()) {
+        EXPECT_EQ(o.finish, FinishReason::none);  // only held-back text sends nothing
+        continue;
+      }
+      ++sent;
+      const json& ch = c["choices"][0];
+      const json& d = ch["delta"];
+      if (d.contains("content")) content += d["content"].get<std::string>();
+      for (const json& tc : d.value("tool_calls", json::array())) {
+        EXPECT_EQ(tc["index"], 0);
+        if (tc.contains("id")) {
+          ++named;
+          id = tc["id"];
+          EXPECT_EQ(tc["type"], "function");
+          EXPECT_EQ(tc["function"]["name"], "get_weather");
+        }
+        args += tc["function"]["arguments"].get<std::string>();
+      }
+      if (o.finish != FinishReason::none) {
+        EXPECT_EQ(ch["finish_reason"], "tool_calls");
+      }
+    }
+    EXPECT_EQ(content, "Checking.") << step;
+    EXPECT_EQ(args, "{\"city\": \"Oslo\"}") << step;
+    EXPECT_EQ(named, 1) << step;
+    EXPECT_TRUE(id.starts_with("call_"));
+    EXPECT_LT(sent, text.size() / step + 1);  // the held-back steps sent nothing
+
+    SampleAccum whole;
+    whole.text = text;
+    whole.finish = FinishReason::stop;
+    const json full = rb.full({whole}, 3)["choices"][0];
+    EXPECT_EQ(full["finish_reason"], "tool_calls");
+    EXPECT_EQ(full["message"]["content"], "Checking.");
+    EXPECT_EQ(full["message"]["tool_calls"][0]["function"]["arguments"], args);
+  }
+  // Cut by max_tokens: the call is there, the finish reason stays "length".
+  ResponseBuilder rb(req, context(ChatFormat::chatml).tok, "id", "m");
+  SampleAccum cut;
+  cut.text = text.substr(0, 55);  // past the name, inside the arguments
+  cut.finish = FinishReason::length;
+  const json full = rb.full({cut}, 3)["choices"][0];
+  EXPECT_EQ(full["finish_reason"], "length");
+  EXPECT_EQ(full["message"]["content"], "Checking.");
+  EXPECT_EQ(full["message"]["tool_calls"].size(), 1u);
 }
 
 }  // namespace
