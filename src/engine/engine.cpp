@@ -336,6 +336,9 @@ void Engine::sample_and_emit(Sequence* seq, std::span<float> logits) {
       fail_sample(s, e.what());
       continue;
     }
+    // Alternatives the constraint ruled out have probability 0: not alternatives at all.
+    if (matcher)
+      std::erase_if(result.top, [](const TokenLogprob& t) { return std::isinf(t.logprob); });
     RequestOutput out;
     out.request_id = req->id;
     out.index = s->index;

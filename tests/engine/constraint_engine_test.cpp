@@ -106,7 +106,7 @@ std::map<int, Sample> drain(OutputStream& s) {
 }
 
 // Replays `tokens` on a fresh matcher: each must be in the mask at its step. Also checks that
-// every top logprob with a finite value is an allowed token (the masked distribution).
+// every top logprob is an allowed token with a finite logprob (the masked distribution).
 void expect_allowed(const std::shared_ptr<const structured::CompiledGrammar>& g, const Sample& s) {
   structured::Matcher m(g);
   std::vector<uint64_t> mask(g->vocab().mask_words());
@@ -117,9 +117,8 @@ void expect_allowed(const std::shared_ptr<const structured::CompiledGrammar>& g,
     ASSERT_TRUE(allowed(t)) << "token " << t << " at step " << i << " is outside the mask";
     if (i < s.logprobs.size()) {
       for (const TokenLogprob& alt : s.logprobs[i].top) {
-        if (std::isfinite(alt.logprob)) {
-          EXPECT_TRUE(allowed(alt.token)) << "step " << i;
-        }
+        EXPECT_TRUE(std::isfinite(alt.logprob)) << "step " << i << ": a ruled-out alternative";
+        EXPECT_TRUE(allowed(alt.token)) << "step " << i;
       }
     }
     ASSERT_TRUE(m.accept(t));
@@ -169,8 +168,10 @@ TEST(ConstraintEngine, RegexAndChoiceOutputsMatch) {
     const float temp = i % 2 ? 1.2f : 0.0f;
     regex_subs.push_back(
         e.add_request(kPrompt, params(re, 40, temp, 7 + static_cast<uint64_t>(i))));
-    choice_subs.push_back(
-        e.add_request(kPrompt, params(ch, 40, temp, 9 + static_cast<uint64_t>(i))));
+    RequestParams cp = params(ch, 40, temp, 9 + static_cast<uint64_t>(i));
+    cp.logprobs = true;  // fewer tokens are allowed than alternatives asked for
+    cp.sampling.n_logprobs = 8;
+    choice_subs.push_back(e.add_request(kPrompt, cp));
   }
   e.run_until_idle();
   const std::regex full("[a-z]{2,5}-[0-9]{1,3}");
