@@ -30,4 +30,11 @@ RuleId compile_json_schema(const nlohmann::json& schema, GrammarBuilder& b,
 Grammar json_schema_grammar(const nlohmann::json& schema, const JsonSchemaOptions& opt = {},
                             const GrammarLimits& limits = {});
 
+// The same for a schema parsed as ordered_json: nlohmann::json sorts object keys, so only an
+// ordered_json keeps the property order the schema writes (and the grammar enforces).
+RuleId compile_json_schema(const nlohmann::ordered_json& schema, GrammarBuilder& b,
+                           const JsonSchemaOptions& opt = {});
+Grammar json_schema_grammar(const nlohmann::ordered_json& schema, const JsonSchemaOptions& opt = {},
+                            const GrammarLimits& limits = {});
+
 }  // namespace lift::structured

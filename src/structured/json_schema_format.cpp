@@ -1,0 +1,109 @@
+#include "structured/json_schema_format.h"
+
+#include <string>
+
+#include "structured/regex.h"
+
+namespace lift::structured {
+
+namespace {
+
+// RFC 3339 full-date: months 01-12, days checked against the month; 29 February only in leap
+// years (divisible by 4, centuries only when divisible by 400).
+constexpr std::string_view kDate =
+    "(?:[0-9]{4}-(?:(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8])|(?:0[13-9]|1[0-2])-(?:29|30)|"
+    "(?:0[13578]|1[02])-31)|(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|"
+    "(?:[02468][048]|[13579][26])00)-02-29)";
+// RFC 3339 full-time: an offset is required; no leap second (narrower).
+constexpr std::string_view kTime =
+    "(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\\.[0-9]+)?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-"
+    "9])";
+
+// RFC 3986 pieces.
+constexpr std::string_view kPct = "%[0-9A-Fa-f]{2}";
+constexpr std::string_view kUnreservedSub = "A-Za-z0-9\\-._~!$&'()*+,;=";
+
+std::string uri_pieces_pchar() {
+  return "(?:[" + std::string(kUnreservedSub) + ":@]|" + std::string(kPct) + ")";
+}
+
+// authority = [userinfo "@"] reg-name [":" port] (IP literals in brackets left out).
+std::string uri_authority() {
+  const std::string user = "(?:[" + std::string(kUnreservedSub) + ":]|" + std::string(kPct) + ")*";
+  const std::string host = "(?:[" + std::string(kUnreservedSub) + "]|" + std::string(kPct) + ")*";
+  return "(?:" + user + "@)?" + host + "(?::[0-9]*)?";
+}
+
+std::string uri_tail() {  // [ "?" query ] [ "#" fragment ]
+  const std::string q = "(?:" + uri_pieces_pchar() + "|[/?])*";
+  return "(?:\\?" + q + ")?(?:#" + q + ")?";
+}
+
+std::string uri() {
+  const std::string pchar = uri_pieces_pchar();
+  const std::string segment = pchar + "*";
+  const std::string segment_nz = pchar + "+";
+  const std::string hier = "(?://" + uri_authority() + "(?:/" + segment + ")*|/(?:" + segment_nz +
+                           "(?:/" + segment + ")*)?|" + segment_nz + "(?:/" + segment + ")*|)";
+  return "[A-Za-z][A-Za-z0-9+.\\-]*:" + hier + uri_tail();
+}
+
+std::string uri_reference() {
+  const std::string pchar = uri_pieces_pchar();
+  const std::string segment = pchar + "*";
+  const std::string nc = "(?:[" + std::string(kUnreservedSub) + "@]|" + std::string(kPct) + ")+";
+  const std::string relative = "(?://" + uri_authority() + "(?:/" + segment + ")*|/(?:" + pchar +
+                               "+(?:/" + segment + ")*)?|" + nc + "(?:/" + segment + ")*|)";
+  return "(?:" + uri() + "|" + relative + uri_tail() + ")";
+}
+
+constexpr std::string_view kOctet = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])";
+
+std::string ipv4() {
+  const std::string o(kOctet);
+  return o + "\\." + o + "\\." + o + "\\." + o;
+}
+
+// At most 4 labels of at most 62 characters (under the 253 limit), the last starting with a
+// letter so it is never all digits.
+constexpr std::string_view kHostname =
+    "(?:[A-Za-z0-9](?:[A-Za-z0-9\\-]{0,60}[A-Za-z0-9])?\\.){0,3}"
+    "[A-Za-z](?:[A-Za-z0-9\\-]{0,60}[A-Za-z0-9])?";
+
+// dot-atom local part @ a domain of two or more labels.
+constexpr std::string_view kEmail =
+    "[A-Za-z0-9!#$%&'*+/=?^_`{|}~\\-]+(?:\\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~\\-]+)*@"
+    "[A-Za-z0-9](?:[A-Za-z0-9\\-]{0,61}[A-Za-z0-9])?(?:\\.[A-Za-z0-9](?:[A-Za-z0-9\\-]{0,61}"
+    "[A-Za-z0-9])?)+";
+
+constexpr std::string_view kUuid =
+    "[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}";
+
+std::string format_regex(std::string_view format) {
+  if (format == "date") return std::string(kDate);
+  if (format == "time") return std::string(kTime);
+  if (format == "date-time") return std::string(kDate) + "T" + std::string(kTime);
+  if (format == "email") return std::string(kEmail);
+  if (format == "uuid") return std::string(kUuid);
+  if (format == "uri") return uri();
+  if (format == "uri-reference") return uri_reference();
+  if (format == "ipv4") return ipv4();
+  if (format == "hostname") return std::string(kHostname);
+  return {};
+}
+
+}  // namespace
+
+ExprId json_string_format(GrammarBuilder& b, std::string_view format, std::string_view pointer) {
+  const std::string re = format_regex(format);
+  if (re.empty()) {
+    throw GrammarError("JSON Schema: format \"" + std::string(format) + "\" at " +
+                       std::string(pointer) + " is not supported");
+  }
+  RegexOptions o;
+  o.anchored = true;
+  o.json_string = true;
+  return compile_regex(re, b, o);
+}
+
+}  // namespace lift::structured

@@ -1,0 +1,16 @@
+// JSON Schema "format" values as regular languages over JSON string contents. Each is as strict
+// as the RFC it names or stricter (e.g. a date's day is checked against its month and leap
+// years, a URI's port must be digits), so a string the grammar allows always validates.
+#pragma once
+
+#include <string_view>
+
+#include "structured/grammar.h"
+
+namespace lift::structured {
+
+// The contents (between the quotes) of the JSON strings in `format`; GrammarError naming
+// `pointer` for a format it does not know.
+ExprId json_string_format(GrammarBuilder& b, std::string_view format, std::string_view pointer);
+
+}  // namespace lift::structured
