@@ -50,8 +50,10 @@ struct ServeBenchOptions {
   int num_prompts = 32;
   int input_len = 128;
   int output_len = 64;
-  int vocab = 512;       // prompt token ids are drawn from [3, vocab)
-  int spec_tokens = -1;  // sent as spec_tokens when >= 0
+  int vocab = 512;                // prompt token ids are drawn from [3, vocab)
+  int spec_tokens = -1;           // sent as spec_tokens when >= 0
+  std::string json_schema;        // --json-schema: sent as response_format
+  nlohmann::ordered_json schema;  // its contents, keys in the file's order
   std::string dataset;
   std::string model;
   std::string api_key;
@@ -251,8 +253,12 @@ std::vector<std::string> make_bodies(const ServeBenchOptions& o, const std::stri
                        {"ignore_eos", true},
                        {"stream", true},
                        {"stream_options", {{"include_usage", true}}}};
-    json b = body;
+    nlohmann::ordered_json b = body;  // ordered: the schema's properties keep their order
     if (o.spec_tokens >= 0) b["spec_tokens"] = o.spec_tokens;
+    if (!o.json_schema.empty()) {
+      b["response_format"] = {{"type", "json_schema"},
+                              {"json_schema", {{"name", "bench"}, {"schema", o.schema}}}};
+    }
     bodies.push_back(b.dump());
   }
   return bodies;
@@ -536,6 +542,7 @@ int run_serve_bench(const ServeBenchOptions& o) {
                      {"input_len", dataset.empty() ? json(o.input_len) : json(nullptr)},
                      {"output_len", o.output_len},
                      {"spec_tokens", o.spec_tokens >= 0 ? json(o.spec_tokens) : json(nullptr)},
+                     {"json_schema", o.json_schema.empty() ? json(nullptr) : json(o.json_schema)},
                      {"seed", o.seed}};
   json line = head;
   line["runs"] = runs;
@@ -603,6 +610,10 @@ void add_bench_serve(CLI::App* bench, std::function<int()>& run) {
                 "Send spec_tokens (lift's extension): most draft tokens per step for each "
                 "request, 0 = no speculation (default: not sent, the server's --spec-tokens)")
       ->check(CLI::Range(0, 16));
+  c->add_option("--json-schema", o->json_schema,
+                "Constrain every request to this JSON Schema file (sent as response_format); "
+                "pick one no text of --output-len tokens completes, so each request runs to "
+                "its length");
   c->add_option("--model", o->model, "Model name to send (default: the server's first model)");
   c->add_option("--api-key", o->api_key, "Bearer key");
   c->add_option("--seed", o->seed, "Seed of the prompts and arrival times");
@@ -614,6 +625,15 @@ void add_bench_serve(CLI::App* bench, std::function<int()>& run) {
   run = [c, o, chart] {
     if (!c->parsed()) return -1;
     o->chart_given = chart->count() > 0;
+    if (!o->json_schema.empty()) {
+      std::ifstream in(o->json_schema);
+      if (!in) throw Error("bench serve: cannot read --json-schema " + o->json_schema);
+      try {
+        o->schema = nlohmann::ordered_json::parse(in);
+      } catch (const nlohmann::ordered_json::exception& e) {
+        throw Error("bench serve: --json-schema " + o->json_schema + " is not JSON: " + e.what());
+      }
+    }
     return run_serve_bench(*o);
   };
 }
