@@ -86,7 +86,7 @@ ordered_json context_of(const ChatInput& in) {
           {"bos_token", "<s>"},      {"eos_token", "</s>"}};
 }
 
-TEST(ToolTemplate, ToolConversationsRenderAsJinja2RendersThem) {
+TEST(ToolCallTemplate, ToolConversationsRenderAsJinja2RendersThem) {
   std::vector<test::OracleCase> cases;
   for (const RealTemplate& t : templates()) {
     for (bool result : {true, false}) {
@@ -105,7 +105,7 @@ TEST(ToolTemplate, ToolConversationsRenderAsJinja2RendersThem) {
 // What each template writes for the assistant's call is what the parser for its format
 // reads back, and what the grammar for tool_choice "required" allows (Mistral's template adds
 // the id, which its model does not write itself).
-TEST(ToolTemplate, TheCallATemplateWritesParsesBackAndFitsTheGrammar) {
+TEST(ToolCallTemplate, TheCallATemplateWritesParsesBackAndFitsTheGrammar) {
   for (const RealTemplate& t : templates()) {
     ASSERT_EQ(detect_tool_call_format(t.source), t.format) << t.label;
     const ChatTemplate tmpl(t.source, t.label);
@@ -135,7 +135,7 @@ ToolRequest required(bool parallel, const std::string& choice = "\"required\"") 
   return parse_tool_request(json::parse(body), ordered_json::parse(kTools));
 }
 
-TEST(ToolGrammar, OnlyCallsOfTheToolsWithValidArguments) {
+TEST(ToolCallGrammar, OnlyCallsOfTheToolsWithValidArguments) {
   const std::string w = R"({"name": "get_weather", "arguments": {"city": "Oslo"}})";
   const std::string t = R"({"name": "get_time", "arguments": {}})";
   const auto hermes = [](const std::string& call) {
@@ -185,7 +185,7 @@ ApiError chat_error(const std::string& body, const ApiContext& ctx) {
   return ApiError(0, "");
 }
 
-TEST(ToolRequestFields, BadToolsAreA400NamingTheField) {
+TEST(ToolCallRequest, BadToolsAreA400NamingTheField) {
   const ApiContext ctx = context(ChatFormat::chatml);
   const std::string msgs = R"("messages": [{"role": "user", "content": "Hi"}])";
   const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
@@ -216,7 +216,7 @@ TEST(ToolRequestFields, BadToolsAreA400NamingTheField) {
   }
 }
 
-TEST(ToolRequestFields, ChoiceNoneRendersNoToolsAndParsesNothing) {
+TEST(ToolCallRequest, ChoiceNoneRendersNoToolsAndParsesNothing) {
   const ChatTemplate t("{% if tools %}[tools]{% endif %}{{ messages[0].content }}", "test");
   const ApiContext ctx = context(t);
   const std::string base =
@@ -236,7 +236,7 @@ TEST(ToolRequestFields, ChoiceNoneRendersNoToolsAndParsesNothing) {
   EXPECT_EQ(parse_chat_request(base + "}", mistral).tool_calls.format, ToolCallFormat::mistral);
 }
 
-TEST(ToolRequestFields, RequiredIsCompiledOnceAndExcludesOtherConstraints) {
+TEST(ToolCallRequest, RequiredIsCompiledOnceAndExcludesOtherConstraints) {
   auto vocab = structured::TokenVocab::from_tokenizer(context(ChatFormat::chatml).tok);
   structured::ConstraintCompiler compiler(vocab);
   const ApiContext ctx = context(ChatFormat::chatml, &compiler);
