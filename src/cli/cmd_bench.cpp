@@ -419,13 +419,15 @@ Runner add_bench(CLI::App& app) {
       ->check(CLI::Range(0, 600000));
   add_engine_options(hc, h->engine);
 
-  std::function<int()> model_run, serve_run;
+  std::function<int()> model_run, serve_run, structured_run;
   add_bench_model(bench, model_run);
   add_bench_serve(bench, serve_run);
+  add_bench_structured(bench, structured_run);
 
   return [=] {
     if (int rc = model_run(); rc >= 0) return rc;
     if (int rc = serve_run(); rc >= 0) return rc;
+    if (int rc = structured_run(); rc >= 0) return rc;
     if (tc->parsed()) return throughput(*t);
     if (hc->parsed()) return hol(*h);
     return 1;

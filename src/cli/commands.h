@@ -18,5 +18,6 @@ Runner add_chat(CLI::App& app);
 // `lift bench model`, registered under `lift bench`; run returns -1 when not chosen.
 void add_bench_model(CLI::App* bench, std::function<int()>& run);
 void add_bench_serve(CLI::App* bench, std::function<int()>& run);
+void add_bench_structured(CLI::App* bench, std::function<int()>& run);
 
 }  // namespace lift::cli
