@@ -292,7 +292,9 @@ std::string random_pattern(std::mt19937& rng, int depth) {
       } else if (kind == 4) {
         out += 'b';
       } else {
-        out += "(" + random_pattern(rng, depth - 1) + ")";
+        out += '(';
+        out += random_pattern(rng, depth - 1);
+        out += ')';
       }
       static const char* const kQuantifiers[] = {"", "", "*", "+", "?", "{0,2}", "{2}"};
       out += kQuantifiers[pick(7)];
