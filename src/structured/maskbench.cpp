@@ -369,6 +369,7 @@ struct Judgement {
 // Where a walk stopped, for the reason line: the token and the text just before it.
 std::string token_context(const Instance& inst, const Tokenizer& tok,
                           const std::vector<int32_t>& tokens, size_t pos) {
+  if (pos >= tokens.size()) return "after all " + std::to_string(tokens.size()) + " tokens";
   size_t offset = 0;
   for (size_t i = 0; i < pos; ++i) offset += tok.token_to_piece(tokens[i]).size();
   const size_t from = offset > 40 ? offset - 40 : 0;
@@ -405,6 +406,19 @@ Judgement judge(const Instance& inst, size_t index, const std::shared_ptr<const 
                                            " it"};
       }
       if (!allowed) break;
+    }
+    const std::vector<int32_t>& ends = g->vocab().end_tokens();
+    if (allowed && !ends.empty()) {
+      // A sampler ends the text with an end token, so its bit must say what can_end() says
+      // (not timed: the published protocol has no mask after the last token).
+      m.fill_mask(mask);
+      const auto eos = static_cast<size_t>(ends[0]);
+      const bool end_allowed = (mask[eos / 64] >> (eos % 64)) & 1;
+      if (end_allowed != m.can_end()) {
+        return {Verdict::engine_error,
+                label + ": after the last token the mask " + (end_allowed ? "allows" : "forbids") +
+                    " the end token but can_end() is " + (end_allowed ? "false" : "true")};
+      }
     }
   } catch (const GrammarError& e) {
     // The engine gave up on this text (a limit): the request would fail, not go wrong.
