@@ -637,22 +637,35 @@ FileResult run_file_isolated(const std::string& path, const Tokenizer& tok,
 
 // ---- the report ------------------------------------------------------------------------------
 
-std::string error_keyword(const std::string& message) {
-  const auto is_word = [](std::string_view w) {
-    return !w.empty() && w.size() <= 40 && std::all_of(w.begin(), w.end(), [](char c) {
-      return std::isalnum(static_cast<unsigned char>(c)) || c == '$' || c == '_' || c == '-';
-    });
-  };
+namespace {
+
+bool is_word(std::string_view w) {
+  return !w.empty() && w.size() <= 40 && std::all_of(w.begin(), w.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '$' || c == '_' || c == '-';
+  });
+}
+
+// The first word in quotes ('x', "x" or `x`), or "".
+std::string quoted_word(std::string_view message) {
   for (size_t i = 0; i < message.size(); ++i) {
     const char q = message[i];
     if (q != '\'' && q != '"' && q != '`') continue;
     const size_t end = message.find(q, i + 1);
     if (end == std::string::npos) break;
-    const std::string_view w = std::string_view(message).substr(i + 1, end - i - 1);
-    if (is_word(w)) return std::string(w);
+    if (is_word(message.substr(i + 1, end - i - 1))) {
+      return std::string(message.substr(i + 1, end - i - 1));
+    }
     i = end;
   }
-  // A JSON pointer: its last segment that is a keyword (not an index, not a property name).
+  return "";
+}
+
+// The last segment of the first JSON pointer that is a keyword (not an index, not the name of
+// a property or definition), or "".
+std::string pointer_keyword(std::string_view message) {
+  static const std::set<std::string_view> kNameMaps = {
+      "properties",       "patternProperties", "$defs",       "definitions",
+      "dependentSchemas", "dependentRequired", "dependencies"};
   for (size_t i = 0; i < message.size(); ++i) {
     if (message[i] != '/' || (i > 0 && message[i - 1] != ' ' && message[i - 1] != '(')) continue;
     std::vector<std::string_view> segments;
@@ -664,11 +677,8 @@ std::string error_keyword(const std::string& message) {
              std::strchr("/),:", message[end]) == nullptr) {
         ++end;
       }
-      segments.push_back(std::string_view(message).substr(from, end - from));
+      segments.push_back(message.substr(from, end - from));
     }
-    static const std::set<std::string_view> kNameMaps = {
-        "properties",       "patternProperties", "$defs",       "definitions",
-        "dependentSchemas", "dependentRequired", "dependencies"};
     for (size_t k = segments.size(); k-- > 0;) {
       const std::string_view seg = segments[k];
       const bool index =
@@ -678,6 +688,25 @@ std::string error_keyword(const std::string& message) {
     }
     i = end;
   }
+  return "";
+}
+
+}  // namespace
+
+std::string error_keyword(const std::string& message) {
+  const std::string quoted = quoted_word(message);
+  // allOf / $ref merging names the keyword it could not combine in quotes.
+  if (message.find("cannot combine") != std::string::npos && !quoted.empty()) {
+    return "allOf/$ref: " + quoted;
+  }
+  const std::string keyword = pointer_keyword(message);
+  // Formats are worth counting one by one: each is a separate piece of work.
+  if (keyword == "format" && !quoted.empty()) return "format " + quoted;
+  if (!keyword.empty()) return keyword;
+  if (!quoted.empty()) return quoted;
+  // Messages without either start with the stage that failed ("grammar: ...").
+  const size_t colon = message.find(':');
+  if (colon != std::string::npos && colon <= 20) return "(" + message.substr(0, colon) + ")";
   return "(unnamed)";
 }
 

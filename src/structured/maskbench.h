@@ -127,9 +127,10 @@ FileResult run_file_isolated(const std::string& path, const Tokenizer& tok,
 
 // ---- the report -----------------------------------------------------------------------------
 
-// The keyword a compile error names, to group failures by JSON Schema feature: the first
-// quoted word ('x', "x" or `x`), else the last segment of the first JSON pointer, else
-// "(unnamed)".
+// The keyword a compile error names, to group failures by JSON Schema feature: the last
+// keyword of the first JSON pointer in it ("/properties/a/pattern": pattern), "format X" for
+// a format, "allOf/$ref: X" when merging could not combine X, else the first quoted word, else
+// "(stage)" from a "stage: ..." message, else "(unnamed)".
 std::string error_keyword(const std::string& message);
 
 struct Percentiles {

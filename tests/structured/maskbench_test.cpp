@@ -217,13 +217,20 @@ TEST(MaskBenchIsolation, CrashTimeoutAndExceptionAreOutcomes) {
 }
 
 TEST(MaskBenchReport, KeywordsPercentilesAndCounts) {
-  EXPECT_EQ(error_keyword("unsupported keyword 'patternProperties' at /properties/a"),
-            "patternProperties");
-  EXPECT_EQ(error_keyword("keyword \"$dynamicRef\" is not implemented"), "$dynamicRef");
-  EXPECT_EQ(error_keyword("/properties/x/dependentSchemas: not supported"), "dependentSchemas");
-  EXPECT_EQ(error_keyword("at /items/0: 'a b' is not a keyword"), "items");
-  EXPECT_EQ(error_keyword("/properties/format/properties/x/minContains: no"), "minContains");
-  EXPECT_EQ(error_keyword("/properties/pattern: odd"), "properties");  // not the name
+  // Messages as the JSON Schema compiler words them.
+  EXPECT_EQ(error_keyword("JSON Schema: /not: keyword \"not\" is only supported for {}"), "not");
+  EXPECT_EQ(error_keyword("JSON Schema: format \"country-code\" at /properties/c/format is "
+                          "not supported"),
+            "format country-code");
+  EXPECT_EQ(error_keyword("JSON Schema: /properties/a/0/pattern: lookahead (?= is not regular"),
+            "pattern");
+  EXPECT_EQ(error_keyword("JSON Schema: /properties/x/dependentSchemas: not supported"),
+            "dependentSchemas");
+  EXPECT_EQ(error_keyword("JSON Schema: /properties/pattern: odd"), "properties");  // not a name
+  EXPECT_EQ(error_keyword("JSON Schema: /allOf/1: allOf / $ref: cannot combine \"minimum\": x"),
+            "allOf/$ref: minimum");
+  EXPECT_EQ(error_keyword("keyword 'uniqueItems' is not supported"), "uniqueItems");
+  EXPECT_EQ(error_keyword("grammar: an intersection needs more than 200000 states"), "(grammar)");
   EXPECT_EQ(error_keyword("the grammar is too large"), "(unnamed)");
 
   // numpy.percentile([1, 2, 3, 4, 10], p) for p = 25 ... 99.9.
@@ -246,10 +253,10 @@ TEST(MaskBenchReport, KeywordsPercentilesAndCounts) {
   results[0].instances = results[0].instances_right = 2;
   results[1].name = "b.json";
   results[1].verdict = Verdict::compile_error;
-  results[1].reason = "/allOf/1: keyword 'not' is not supported";
+  results[1].reason = "JSON Schema: /allOf/1/not: keyword 'not' is not supported";
   results[2] = file_result_from_json(to_json(results[1]));  // the child's pipe, both ways
   results[2].name = "c.json";
-  results[2].reason = "/allOf/1/dependentRequired: not supported";
+  results[2].reason = "JSON Schema: /allOf/1/dependentRequired: not supported";
   const Summary s = summarize(results);
   EXPECT_EQ(s.files, 3u);
   EXPECT_EQ(s.counts.at(Verdict::pass), 1u);
