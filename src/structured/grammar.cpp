@@ -5,6 +5,7 @@
 #include "structured/grammar.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <unordered_map>
 
@@ -327,12 +328,9 @@ ExprId GrammarBuilder::seq(std::span<const ExprId> parts) {
     const Expr& e = impl_->at(p);
     if (e.kind == Kind::nothing) return nothing();
     if (e.kind == Kind::empty) continue;
-    if (e.kind == Kind::seq) {
-      std::vector<ExprId> inner = e.kids;
-      kids.insert(kids.end(), inner.begin(), inner.end());
-    } else {
-      kids.push_back(p);
-    }
+    // Nested sequences stay nested: a sequence is the unit build() may outline (a string
+    // literal's quotes and contents), so flattening would hide it.
+    kids.push_back(p);
   }
   if (kids.empty()) return empty();
   if (kids.size() == 1) return kids[0];
@@ -430,17 +428,29 @@ bool GrammarBuilder::is_regular(ExprId e) const { return impl_->is_regular(e); }
 namespace {
 
 // Thompson construction of one rule body (or one regular operand) into `nfa`.
+//
+// A rule body's large regular parts (a sequence around a repetition of more than single bytes:
+// strings; or around an intersection or difference: patterns, keys) become rules of their own,
+// one per distinct expression (`outline`), rather than being copied into every rule that uses
+// them. The language is the same; what changes is that each such part's states, whose token
+// masks are the expensive ones to precompute (nearly every token passes through them), exist
+// once however many properties of a schema share the string type.
 class NfaBuilder {
  public:
-  NfaBuilder(GrammarBuilder::Impl& g, Nfa& nfa, const GrammarLimits& limits)
-      : g_(g), nfa_(nfa), limits_(limits) {}
+  using Outline = std::function<RuleId(ExprId)>;
+  NfaBuilder(GrammarBuilder::Impl& g, Nfa& nfa, const GrammarLimits& limits, Outline outline = {})
+      : g_(g), nfa_(nfa), limits_(limits), outline_(std::move(outline)) {}
 
-  std::pair<int32_t, int32_t> build(ExprId id) {
+  std::pair<int32_t, int32_t> build(ExprId id, bool top = true) {
     if (nfa_.states.size() > limits_.max_nfa_states)
       throw GrammarError("grammar: more than " + std::to_string(limits_.max_nfa_states) +
                          " automaton states before determinization (a repetition too large?)");
     const Expr e = g_.at(id);
     int32_t s = nfa_.add(), t = nfa_.add();
+    if (!top && outline_ && worth_outlining(e, id)) {
+      nfa_.states[static_cast<size_t>(s)].calls.emplace_back(outline_(id), t);
+      return {s, t};
+    }
     auto eps = [&](int32_t from, int32_t to) {
       nfa_.states[static_cast<size_t>(from)].eps.push_back(to);
     };
@@ -459,7 +469,7 @@ class NfaBuilder {
       case Kind::seq: {
         int32_t cur = s;
         for (ExprId k : e.kids) {
-          auto [ks, kt] = build(k);
+          auto [ks, kt] = build(k, false);
           eps(cur, ks);
           cur = kt;
         }
@@ -468,7 +478,7 @@ class NfaBuilder {
       }
       case Kind::alt:
         for (ExprId k : e.kids) {
-          auto [ks, kt] = build(k);
+          auto [ks, kt] = build(k, false);
           eps(s, ks);
           eps(kt, t);
         }
@@ -476,21 +486,21 @@ class NfaBuilder {
       case Kind::repeat: {
         int32_t cur = s;
         for (uint32_t i = 0; i < e.min; ++i) {
-          auto [ks, kt] = build(e.kids[0]);
+          auto [ks, kt] = build(e.kids[0], false);
           eps(cur, ks);
           cur = kt;
         }
         if (e.max == kUnbounded) {
           int32_t loop = nfa_.add();
           eps(cur, loop);
-          auto [ks, kt] = build(e.kids[0]);
+          auto [ks, kt] = build(e.kids[0], false);
           eps(loop, ks);
           eps(kt, loop);
           eps(loop, t);
         } else {
           for (uint32_t i = e.min; i < e.max; ++i) {
             eps(cur, t);
-            auto [ks, kt] = build(e.kids[0]);
+            auto [ks, kt] = build(e.kids[0], false);
             eps(cur, ks);
             cur = kt;
           }
@@ -507,6 +517,19 @@ class NfaBuilder {
   }
 
  private:
+  // A regular sequence with a wide part directly inside (`"` contents `"`): outlined whole,
+  // so the new rule ends only at its closing delimiter, not after every byte of the contents.
+  bool worth_outlining(const Expr& e, ExprId id) const {
+    if (e.kind != Kind::seq || !g_.is_regular(id)) return false;
+    for (ExprId k : e.kids) {
+      const Expr& kid = g_.at(k);
+      if (kid.kind == Kind::intersect || kid.kind == Kind::difference) return true;
+      if (kid.kind == Kind::repeat && kid.max > 1 && g_.at(kid.kids[0]).kind != Kind::bytes)
+        return true;
+    }
+    return false;
+  }
+
   Dfa regular_dfa(ExprId id) {
     if (!g_.is_regular(id))
       throw GrammarError("grammar: intersect/difference of an expression that calls a rule");
@@ -593,6 +616,7 @@ class NfaBuilder {
   GrammarBuilder::Impl& g_;
   Nfa& nfa_;
   const GrammarLimits& limits_;
+  Outline outline_;
 };
 
 }  // namespace
@@ -613,10 +637,23 @@ Grammar GrammarBuilder::build(const GrammarLimits& limits) {
     order.push_back(r);
   };
   discover(g.start);
+  std::unordered_map<ExprId, RuleId> outlined;
+  RuleId current = g.start;
+  auto outline = [&](ExprId e) {
+    auto [it, fresh] = outlined.try_emplace(e, -1);
+    if (fresh) {
+      it->second = static_cast<RuleId>(g.rule_body.size());
+      g.rule_names.push_back("part of " + g.rule_names[static_cast<size_t>(current)]);
+      g.rule_body.push_back(e);
+      index.push_back(-1);
+    }
+    return it->second;
+  };
   size_t total = 0;
   for (size_t i = 0; i < order.size(); ++i) {
     Nfa nfa;
-    NfaBuilder nb(g, nfa, limits);
+    current = order[i];
+    NfaBuilder nb(g, nfa, limits, outline);
     auto [s, t] = nb.build(g.rule_body[static_cast<size_t>(order[i])]);
     dfas.push_back(determinize(nfa, s, t, limits.max_rule_states,
                                "rule '" + g.rule_names[static_cast<size_t>(order[i])] + "'"));

@@ -62,6 +62,8 @@ class StateWalker {
     for (uint16_t d : tr_.depth) max_depth = std::max<size_t>(max_depth, d);
     levels_.resize(max_depth + 1);
     ended_.resize(max_depth + 1);
+    any_ended_.resize(max_depth + 1);
+    single_.resize(max_depth + 1);
   }
 
   // Fills `accepted` (trie nodes) and `uncertain`; returns parser steps taken.
@@ -71,28 +73,54 @@ class StateWalker {
     uncertain.clear();
     arena_.clear();
     levels_[0].assign(1, Head{state, -1});
-    ended_[0] = 0;
+    ended_[0] = any_ended_[0] = 0;
+    single_[0] = pure(state) ? state : -1;
     size_t steps = 0;
     const uint32_t n = static_cast<uint32_t>(tr_.size());
     for (uint32_t i = 1; i < n;) {
       const size_t d = tr_.depth[i];
-      const std::vector<Head>& above = levels_[d - 1];
-      closure_.step(above, tr_.byte[i], raw_);
-      steps += above.size();
-      if (raw_.empty()) {
-        add_subtree(i, tr_.subtree_end[i], d - 1, uncertain);
-        i = tr_.subtree_end[i];
-        continue;
+      ++steps;
+      // Fast path: one head in a state that only consumes bytes (string contents, digits):
+      // a table lookup per trie node, no head vectors. Its parent is always the bottom here.
+      if (single_[d - 1] >= 0) {
+        const int32_t t = g_.step(single_[d - 1], tr_.byte[i]);
+        if (t < 0) {
+          if (any_ended_[d - 1]) add_subtree(i, tr_.subtree_end[i], d - 1, uncertain);
+          i = tr_.subtree_end[i];
+          continue;
+        }
+        if (tr_.token_begin[i] != tr_.token_begin[i + 1]) accepted.push_back(i);
+        if (pure(t)) {
+          single_[d] = t;
+          ended_[d] = 0;
+          any_ended_[d] = any_ended_[d - 1];
+          ++i;
+          continue;
+        }
+        raw_.assign(1, Head{t, -1});
+      } else {
+        const std::vector<Head>& above = levels_[d - 1];
+        closure_.step(above, tr_.byte[i], raw_);
+        steps += above.size();
+        if (raw_.empty()) {
+          if (any_ended_[d - 1]) add_subtree(i, tr_.subtree_end[i], d - 1, uncertain);
+          i = tr_.subtree_end[i];
+          continue;
+        }
+        if (tr_.token_begin[i] != tr_.token_begin[i + 1]) accepted.push_back(i);
       }
-      if (tr_.token_begin[i] != tr_.token_begin[i + 1]) accepted.push_back(i);
       if (tr_.subtree_end[i] == i + 1) {  // a leaf: no need for the closure
         ++i;
         continue;
       }
       bool ended = closure_.run(raw_.data(), raw_.size(), levels_[d], arena_, SIZE_MAX);
       ended_[d] = static_cast<uint8_t>(ended ? 1 : 0);
-      if (levels_[d].empty()) {
-        add_subtree(i + 1, tr_.subtree_end[i], d, uncertain);
+      any_ended_[d] = static_cast<uint8_t>(any_ended_[d - 1] | ended_[d]);
+      const std::vector<Head>& here = levels_[d];
+      single_[d] =
+          here.size() == 1 && here[0].parent < 0 && pure(here[0].state) ? here[0].state : -1;
+      if (here.empty()) {
+        if (any_ended_[d]) add_subtree(i + 1, tr_.subtree_end[i], d, uncertain);
         i = tr_.subtree_end[i];
         continue;
       }
@@ -106,9 +134,6 @@ class StateWalker {
   // the path (1..upto) where the rule ended.
   void add_subtree(uint32_t begin, uint32_t end, size_t upto,
                    std::vector<std::pair<std::string_view, uint32_t>>& out) {
-    bool any = false;
-    for (size_t k = 1; k <= upto; ++k) any = any || ended_[k];
-    if (!any) return;
     for (uint32_t j = begin; j < end; ++j) {
       if (tr_.token_begin[j] == tr_.token_begin[j + 1]) continue;
       const std::string& bytes = v_.bytes(tr_.node_tokens[tr_.token_begin[j]]);
@@ -123,7 +148,11 @@ class StateWalker {
   Closure closure_;
   NodeArena arena_;
   std::vector<std::vector<Head>> levels_;
-  std::vector<uint8_t> ended_;  // ended_[k]: the rule may end after the path's first k bytes
+  bool pure(int32_t s) const { return g_.flags(s) == Data::kHasBytes; }
+
+  std::vector<uint8_t> ended_;      // ended_[k]: the rule may end after the path's first k bytes
+  std::vector<uint8_t> any_ended_;  // ended_ somewhere in 1..k
+  std::vector<int32_t> single_;     // >= 0: levels_[k] is this one pure state at the bottom
   std::vector<Head> raw_;
 };
 
