@@ -64,14 +64,17 @@ class StateWalker {
     ended_.resize(max_depth + 1);
     any_ended_.resize(max_depth + 1);
     single_.resize(max_depth + 1);
+    compute_plain_reach();
   }
 
-  // Fills `accepted` (trie nodes) and `uncertain`; returns parser steps taken.
-  size_t walk(int32_t state, std::vector<uint32_t>& accepted,
+  // Fills `accepted` (ranges of trie nodes, [first, second)) and `uncertain`; returns parser
+  // steps taken.
+  size_t walk(int32_t state, std::vector<std::pair<uint32_t, uint32_t>>& accepted,
               std::vector<std::pair<std::string_view, uint32_t>>& uncertain) {
     accepted.clear();
     uncertain.clear();
     arena_.clear();
+    accepted_ = &accepted;
     levels_[0].assign(1, Head{state, -1});
     ended_[0] = any_ended_[0] = 0;
     single_[0] = pure(state) ? state : -1;
@@ -89,7 +92,13 @@ class StateWalker {
           i = tr_.subtree_end[i];
           continue;
         }
-        if (tr_.token_begin[i] != tr_.token_begin[i + 1]) accepted.push_back(i);
+        if (tr_.subtree_end[i] > i + 1 && tr_.plain_below[i] &&
+            plain_reach_[static_cast<size_t>(t)] >= tr_.height[i]) {
+          add_accepted(i, tr_.subtree_end[i]);  // every plain string that long fits from t
+          i = tr_.subtree_end[i];
+          continue;
+        }
+        add_accepted(i, i + 1);
         if (pure(t)) {
           single_[d] = t;
           ended_[d] = 0;
@@ -107,7 +116,7 @@ class StateWalker {
           i = tr_.subtree_end[i];
           continue;
         }
-        if (tr_.token_begin[i] != tr_.token_begin[i + 1]) accepted.push_back(i);
+        add_accepted(i, i + 1);
       }
       if (tr_.subtree_end[i] == i + 1) {  // a leaf: no need for the closure
         ++i;
@@ -130,6 +139,14 @@ class StateWalker {
   }
 
  private:
+  void add_accepted(uint32_t begin, uint32_t end) {
+    if (tr_.token_begin[begin] == tr_.token_begin[end]) return;
+    if (!accepted_->empty() && accepted_->back().second == begin)
+      accepted_->back().second = end;
+    else
+      accepted_->emplace_back(begin, end);
+  }
+
   // Tokens in [begin, end) whose path is known up to depth `upto`: one entry per depth on
   // the path (1..upto) where the rule ended.
   void add_subtree(uint32_t begin, uint32_t end, size_t upto,
@@ -149,6 +166,40 @@ class StateWalker {
   NodeArena arena_;
   std::vector<std::vector<Head>> levels_;
   bool pure(int32_t s) const { return g_.flags(s) == Data::kHasBytes; }
+
+  // For each state, how many plain bytes (see Trie::plain_below) in any order are sure to be
+  // consumed from it: the distance to the nearest state where some plain byte is refused.
+  void compute_plain_reach() {
+    const size_t n = g_.states.size();
+    std::vector<std::vector<int32_t>> preds(n);
+    std::vector<int32_t> work;
+    plain_reach_.assign(n, UINT16_MAX);
+    for (size_t q = 0; q < n; ++q) {
+      bool bad = false;
+      for (int b = 0x20; b <= 0x7E; ++b) {
+        if (b == '"' || b == '\\') continue;
+        int32_t t = g_.step(static_cast<int32_t>(q), static_cast<uint8_t>(b));
+        if (t < 0)
+          bad = true;
+        else if (preds[static_cast<size_t>(t)].empty() ||
+                 preds[static_cast<size_t>(t)].back() != static_cast<int32_t>(q))
+          preds[static_cast<size_t>(t)].push_back(static_cast<int32_t>(q));
+      }
+      if (bad) plain_reach_[q] = 0, work.push_back(static_cast<int32_t>(q));
+    }
+    for (size_t k = 0; k < work.size(); ++k) {  // breadth first from the refusing states
+      const int32_t t = work[k];
+      for (int32_t p : preds[static_cast<size_t>(t)])
+        if (plain_reach_[static_cast<size_t>(p)] == UINT16_MAX) {
+          plain_reach_[static_cast<size_t>(p)] = static_cast<uint16_t>(
+              std::min<int>(plain_reach_[static_cast<size_t>(t)] + 1, UINT16_MAX - 1));
+          work.push_back(p);
+        }
+    }
+  }
+
+  std::vector<uint16_t> plain_reach_;
+  std::vector<std::pair<uint32_t, uint32_t>>* accepted_ = nullptr;
 
   std::vector<uint8_t> ended_;      // ended_[k]: the rule may end after the path's first k bytes
   std::vector<uint8_t> any_ended_;  // ended_ somewhere in 1..k
@@ -196,7 +247,7 @@ std::shared_ptr<const CompiledGrammar> CompiledGrammar::compile(
   }
 
   StateWalker walker(d, v);
-  std::vector<uint32_t> accepted;
+  std::vector<std::pair<uint32_t, uint32_t>> accepted;
   std::vector<std::pair<std::string_view, uint32_t>> uncertain;
   size_t steps = 0;
   for (size_t s = 0; s < d.states.size(); ++s) {
@@ -207,16 +258,18 @@ std::shared_ptr<const CompiledGrammar> CompiledGrammar::compile(
                          std::to_string(max_compile_steps) + " parser steps");
     Cache::Entry& e = c.entries[s];
     size_t n_tokens = 0;
-    for (uint32_t node : accepted) n_tokens += tr.token_begin[node + 1] - tr.token_begin[node];
+    for (auto [b, end] : accepted) n_tokens += tr.token_begin[end] - tr.token_begin[b];
     if (n_tokens > 2 * c.words) {
       e.bitset = static_cast<int32_t>(c.bitsets.size() / c.words);
       c.bitsets.resize(c.bitsets.size() + c.words, 0);
       uint64_t* m = c.bitsets.data() + static_cast<size_t>(e.bitset) * c.words;
-      for (uint32_t node : accepted) set_node_tokens(m, tr, node);
+      for (auto [b, end] : accepted)
+        for (uint32_t k = tr.token_begin[b]; k < tr.token_begin[end]; ++k)
+          set_bit(m, tr.node_tokens[k]);
     } else {
       e.acc_begin = static_cast<uint32_t>(c.acc_tokens.size());
-      for (uint32_t node : accepted)
-        for (uint32_t k = tr.token_begin[node]; k < tr.token_begin[node + 1]; ++k)
+      for (auto [b, end] : accepted)
+        for (uint32_t k = tr.token_begin[b]; k < tr.token_begin[end]; ++k)
           c.acc_tokens.push_back(tr.node_tokens[k]);
       e.acc_count = static_cast<uint32_t>(c.acc_tokens.size() - e.acc_begin);
     }

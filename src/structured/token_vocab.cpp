@@ -57,6 +57,16 @@ TokenVocab::TokenVocab(std::vector<std::string> token_bytes, std::vector<int32_t
   // token_begin[i] was the count before node i existed; tokens of node i were appended while
   // it was the path's end, i.e. before node i + 1 was added.
   tr.token_begin.push_back(static_cast<uint32_t>(tr.node_tokens.size()));
+
+  const size_t n = tr.size();
+  tr.height.assign(n, 0);
+  tr.plain_below.assign(n, 1);
+  auto plain = [](uint8_t b) { return b >= 0x20 && b <= 0x7E && b != '"' && b != '\\'; };
+  for (size_t i = n; i-- > 0;)
+    for (uint32_t c = static_cast<uint32_t>(i + 1); c < tr.subtree_end[i]; c = tr.subtree_end[c]) {
+      tr.height[i] = std::max<uint16_t>(tr.height[i], static_cast<uint16_t>(tr.height[c] + 1));
+      if (!plain(tr.byte[c]) || !tr.plain_below[c]) tr.plain_below[i] = 0;
+    }
 }
 
 std::shared_ptr<const TokenVocab> TokenVocab::from_tokenizer(

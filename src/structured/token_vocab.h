@@ -39,6 +39,11 @@ class TokenVocab {
     std::vector<uint32_t> subtree_end;
     std::vector<uint32_t> token_begin;  // size nodes + 1
     std::vector<int32_t> node_tokens;
+    // Bytes below node i: at most height[i] more, and all of them plain JSON string
+    // characters (printable ASCII but '"' and '\\') when plain_below[i]. Lets a walk accept a
+    // whole subtree at once where every plain string of that length is known to fit.
+    std::vector<uint16_t> height;
+    std::vector<uint8_t> plain_below;
     size_t size() const { return byte.size(); }
   };
   const Trie& trie() const { return trie_; }
