@@ -78,12 +78,10 @@ const std::set<std::string, std::less<>> kRefused = {"contains",
                                                      "disallow",
                                                      "extends"};
 
-bool is_constraint(std::string_view key) { return kConstraintKeywords.count(key) != 0; }
-
 bool has_constraints(const Json& s, std::initializer_list<std::string_view> except = {}) {
   if (!s.is_object()) return !s.is_boolean() || !s.get<bool>();
   for (auto it = s.begin(); it != s.end(); ++it) {
-    if (!is_constraint(it.key())) continue;
+    if (!is_constraint_keyword(it.key())) continue;
     if (std::find(except.begin(), except.end(), it.key()) == except.end()) return true;
   }
   return false;
@@ -128,6 +126,8 @@ uint32_t non_negative(const Json& s, const char* key, const std::string& pointer
 constexpr uint32_t kMaxSpelledRepeat = 1000;
 
 }  // namespace
+
+bool is_constraint_keyword(std::string_view key) { return kConstraintKeywords.count(key) != 0; }
 
 [[noreturn]] void schema_error(std::string_view pointer, std::string_view what) {
   throw GrammarError("JSON Schema: " + std::string(pointer.empty() ? "(root)" : pointer) + ": " +

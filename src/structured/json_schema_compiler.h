@@ -17,6 +17,8 @@ namespace lift::structured {
 
 using Json = nlohmann::ordered_json;
 
+// Whether `key` is a JSON Schema keyword that constrains instances (else: ignored).
+bool is_constraint_keyword(std::string_view key);
 [[noreturn]] void schema_error(std::string_view pointer, std::string_view what);
 std::string pointer_join(std::string_view pointer, std::string_view token);
 

@@ -14,31 +14,6 @@ namespace {
 constexpr int kMaxDepth = 32;
 constexpr size_t kMaxAnyOfProduct = 64;
 
-bool is_keyword_constraint(std::string_view k) {
-  static const std::vector<std::string_view> kAnnotations = {"title",
-                                                             "description",
-                                                             "default",
-                                                             "examples",
-                                                             "example",
-                                                             "$comment",
-                                                             "$schema",
-                                                             "$id",
-                                                             "id",
-                                                             "readOnly",
-                                                             "writeOnly",
-                                                             "deprecated",
-                                                             "definitions",
-                                                             "$defs",
-                                                             "$anchor",
-                                                             "$dynamicAnchor",
-                                                             "$recursiveAnchor",
-                                                             "$vocabulary",
-                                                             "contentMediaType",
-                                                             "contentEncoding",
-                                                             "contentSchema"};
-  return std::find(kAnnotations.begin(), kAnnotations.end(), k) == kAnnotations.end();
-}
-
 // Draft 4's boolean exclusiveMinimum / exclusiveMaximum as the draft 6 numeric forms, so the
 // two can be merged keyword by keyword.
 Json normalize_exclusive(Json s) {
@@ -130,7 +105,7 @@ class Merger {
     impossible_ = false;
     Json out = Json::object();
     auto take = [&](const std::string& k, const Json* va, const Json* vb) {
-      if (!is_keyword_constraint(k)) return;
+      if (!is_constraint_keyword(k)) return;  // annotations and foreign keywords drop out
       if (!va || !vb || *va == *vb) {
         out[k] = va ? *va : *vb;
         return;

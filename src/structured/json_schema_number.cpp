@@ -250,8 +250,9 @@ ExprId json_number(GrammarBuilder& b, const NumberBounds& bounds, bool integer) 
     Decimal mag = hi;
     mag.negative = false;
     if (!hi.negative) {
-      below = bounds.hi_exclusive ? b.alt({m.lt(mag), b.seq({minus, m.gt(zero)})})
-                                  : b.alt({m.le(mag), b.seq({minus, m.all()})});
+      // Every negative number (and -0) lies below a positive bound; below 0 only "-" nonzero.
+      const ExprId negatives = bounds.hi_exclusive && hi == zero ? m.gt(zero) : m.all();
+      below = b.alt({bounds.hi_exclusive ? m.lt(mag) : m.le(mag), b.seq({minus, negatives})});
     } else {
       below = b.seq({minus, bounds.hi_exclusive ? m.gt(mag) : m.ge(mag)});
     }

@@ -174,8 +174,9 @@ ExprId SchemaCompiler::object_expr(const Json& s, const std::string& pointer) {
   auto add_class = [&](ExprId key, const std::vector<ExprId>& excluded, const Json& schema,
                        const std::string& ptr) {
     if (schema.is_boolean() && !schema.get<bool>()) return;
-    ExprId k = excluded.empty() ? key : b.difference(key, b.alt(excluded));
-    if (names_expr >= 0) k = b.intersect(k, names_expr);
+    // Intersection first: the difference may leave nothing (a ".*" pattern takes every key).
+    ExprId k = names_expr >= 0 ? b.intersect(key, names_expr) : key;
+    if (!excluded.empty()) k = b.difference(k, b.alt(excluded));
     extra.push_back(b.seq({quote, k, quote, colon, value(schema, ptr)}));
   };
   for (size_t j = 0; j < patterns.size(); ++j) {
@@ -186,7 +187,12 @@ ExprId SchemaCompiler::object_expr(const Json& s, const std::string& pointer) {
     add_class(pattern_keys[j], excluded, patterns[j].second,
               pointer_join(pat_pointer, patterns[j].first));
   }
-  {
+  // A pattern that matches every key leaves additionalProperties nothing to apply to.
+  const bool universal = std::any_of(patterns.begin(), patterns.end(), [](const auto& p) {
+    return p.first.empty() || p.first == ".*" || p.first == "^.*$" || p.first == "^.*" ||
+           p.first == ".*$";
+  });
+  if (!universal) {
     std::vector<ExprId> excluded = declared_keys;
     excluded.insert(excluded.end(), pattern_keys.begin(), pattern_keys.end());
     add_class(b.star(string_char()), excluded, additional, ap_pointer);
