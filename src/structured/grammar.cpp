@@ -138,6 +138,9 @@ Dfa determinize(const Nfa& nfa, int32_t start, int32_t accept, size_t max_states
 
   std::unordered_map<std::vector<int32_t>, int32_t, VecHash> ids;
   std::vector<std::vector<int32_t>> sets_of;
+  // NFA states summed over all DFA states: the construction's memory and time.
+  constexpr size_t kMaxSubsetWork = 40'000'000;
+  size_t work = 0;
   auto intern = [&](std::vector<int32_t> s) -> int32_t {
     if (s.empty()) return -1;
     auto [it, fresh] = ids.emplace(s, static_cast<int32_t>(sets_of.size()));
@@ -145,11 +148,17 @@ Dfa determinize(const Nfa& nfa, int32_t start, int32_t accept, size_t max_states
       if (sets_of.size() >= max_states)
         throw GrammarError("grammar: " + what + " needs more than " + std::to_string(max_states) +
                            " automaton states");
+      work += s.size();
+      if (work > kMaxSubsetWork)
+        throw GrammarError("grammar: " + what +
+                           " is too large to determinize (a repetition too large?)");
       sets_of.push_back(std::move(s));
     }
     return it->second;
   };
-  intern(closure({start}));
+  // State 0 is the start even when nothing can be matched (an empty closure): callers index
+  // it, and liveness then marks it dead.
+  if (intern(closure({start})) < 0) sets_of.emplace_back();
   std::vector<std::vector<int32_t>> targets(nc);
   for (size_t i = 0; i < sets_of.size(); ++i) {
     for (auto& t : targets) t.clear();

@@ -54,7 +54,7 @@ struct ByteSet {
 struct GrammarLimits {
   size_t max_states = 1'000'000;      // DFA states over all rules
   size_t max_rule_states = 200'000;   // DFA states of one rule
-  size_t max_nfa_states = 4'000'000;  // repeat() expansion before determinization
+  size_t max_nfa_states = 1'000'000;  // repeat() expansion before determinization
 };
 
 class Grammar;

@@ -86,6 +86,30 @@ TEST(StructuredGrammar, UndefinedRuleAndEmptyLanguageAreRefused) {
   EXPECT_THROW(b2.build(), GrammarError);
 }
 
+// Parts that match nothing (an empty intersection, a rule whose body is nothing()) are
+// pruned, not a crash, and the rest of the grammar still works.
+TEST(StructuredGrammar, EmptyPartsArePruned) {
+  GrammarBuilder b;
+  RuleId never = b.add_rule("never", b.nothing());
+  ExprId as = b.star(b.literal("a"));
+  ExprId empty_diff = b.difference(as, as);
+  b.set_start(b.add_rule("root", b.alt({b.seq({b.literal("x"), b.call(never)}),
+                                        b.seq({b.literal("x"), empty_diff}), b.literal("y")})));
+  Grammar g = b.build();
+  EXPECT_TRUE(g.matches("y"));
+  EXPECT_FALSE(g.matches("x"));
+  GrammarBuilder only;
+  only.set_start(only.add_rule("root", only.intersect(only.literal("a"), only.literal("b"))));
+  EXPECT_THROW(only.build(), GrammarError);
+}
+
+TEST(StructuredGrammar, HugeRepetitionsAreRefusedNotRunForever) {
+  GrammarBuilder b;
+  ExprId any = b.star(b.byte_range(0, 255));
+  b.set_start(b.add_rule("root", b.seq({any, b.repeat(b.literal("a"), 1000000, 1000000), any})));
+  EXPECT_THROW(b.build(), GrammarError);
+}
+
 TEST(StructuredGrammar, IntersectionAndDifference) {
   GrammarBuilder b;
   ExprId lower = b.plus(b.byte_range('a', 'z'));
