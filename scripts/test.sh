@@ -91,14 +91,14 @@ stage "libFuzzer: GGUF, HTTP and API request parsers, chat templates, tokenizer,
 # fuzzer is one thread). The text targets read the shared vocabularies (../shared/models).
 # A crash's input is kept in build/ci-asan/fuzz-artifacts/.
 fuzzers=(  # target seconds max_len
-  "gguf 45 65536"
-  "http_request 20 8192"
-  "completion_request 20 16384"
-  "chat_request 25 16384"
-  "tokenize_request 20 16384"
-  "chat_template 35 8192"
-  "tokenizer 35 1024"
-  "stream_decoder 20 4096"
+  "gguf 30 65536"
+  "http_request 12 8192"
+  "completion_request 15 16384"
+  "chat_request 18 16384"
+  "tokenize_request 12 16384"
+  "chat_template 25 8192"
+  "tokenizer 25 1024"
+  "stream_decoder 12 4096"
 )
 targets=()
 for f in "${fuzzers[@]}"; do targets+=("fuzz_${f%% *}"); done
