@@ -22,6 +22,7 @@
 
 #include "structured/matcher.h"
 #include "structured/token_vocab.h"
+#include "template/py_text.h"  // append_json_string: Python json.dumps(ensure_ascii=False) strings
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
@@ -81,44 +82,6 @@ std::string python_float_repr(double v) {
 
 namespace {
 
-void append_python_string(std::string& out, std::string_view s) {
-  out += '"';
-  for (const char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char u[16];
-          std::snprintf(u, sizeof u, "\\u%04x", static_cast<unsigned>(c));
-          out += u;
-        } else {
-          out += c;  // UTF-8 passes through (ensure_ascii=False)
-        }
-    }
-  }
-  out += '"';
-}
-
 // Writes, while a document streams through nlohmann's SAX parser, the Python text of the
 // values it is told to capture: the whole document, or each /tests/N/data of a MaskBench file.
 // Streaming is what keeps a number's original text, so integers past 64 bits stay exact.
@@ -141,7 +104,7 @@ class PythonWriter : public nlohmann::json_sax<nlohmann::json> {
   }
   bool string(string_t& v) override {
     begin_value();
-    if (out_) append_python_string(*out_, v);
+    if (out_) tmpl::append_json_string(*out_, v);
     return end_value();
   }
   bool binary(binary_t&) override { return false; }  // JSON text has none
@@ -157,7 +120,7 @@ class PythonWriter : public nlohmann::json_sax<nlohmann::json> {
         throw Error("duplicate key " + as_literal(k) + " in a test's data");
       }
       if (f.count++ > 0) *out_ += ", ";
-      append_python_string(*out_, k);
+      tmpl::append_json_string(*out_, k);
       *out_ += ": ";
     }
     return true;
