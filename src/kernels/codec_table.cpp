@@ -9,6 +9,7 @@
 #include "kernels/dequant_block.h"
 #include "kernels/kquant_codes.h"
 #include "kernels/matmul_impl.h"
+#include "kernels/matmul_kquant.h"
 
 namespace lift::kernels {
 namespace {
@@ -143,6 +144,16 @@ constexpr Codec q32_codec(GgmlType t, ActFormat af, bool simd) {
           simd ? detail::matmul_avx512 : nullptr};
 }
 
+// The AVX2 rows kernel repeats the scalar float steps per output (matmul_kquant.h); there is no
+// AVX-512 one, so AVX-512 machines run the scalar kernel on stored IQ4_NL rows.
+constexpr Codec iq4nl_codec() {
+  Codec c = q32_codec<BlockIQ4_NL, BlockQ8_0>(GgmlType::IQ4_NL, ActFormat::q8_0, false);
+  c.rows_avx2 = detail::matmul_iq4nl_avx2;
+  return c;
+}
+
+// AVX2 machines use the stored-row kernel, bitwise equal to k_dot (matmul_kquant.h); AVX-512
+// ones repack Q4_K .. Q6_K into panels (panel.h) and run the rest with k_dot.
 template <class Block>
 constexpr Codec k_codec(GgmlType t) {
   return {t,
@@ -152,7 +163,7 @@ constexpr Codec k_codec(GgmlType t) {
           decode_blocks<Block>,
           k_dot<Block>,
           k_dot_reference<Block>,
-          nullptr,
+          detail::matmul_kquant_avx2,
           nullptr};
 }
 
@@ -165,7 +176,7 @@ const Codec kCodecs[] = {
     q32_codec<BlockQ5_0, BlockQ8_0>(GgmlType::Q5_0, ActFormat::q8_0, true),
     q32_codec<BlockQ4_1, BlockQ8_1>(GgmlType::Q4_1, ActFormat::q8_1, true),
     q32_codec<BlockQ5_1, BlockQ8_1>(GgmlType::Q5_1, ActFormat::q8_1, true),
-    q32_codec<BlockIQ4_NL, BlockQ8_0>(GgmlType::IQ4_NL, ActFormat::q8_0, false),
+    iq4nl_codec(),
     k_codec<BlockQ2_K>(GgmlType::Q2_K),
     k_codec<BlockQ3_K>(GgmlType::Q3_K),
     k_codec<BlockQ4_K>(GgmlType::Q4_K),

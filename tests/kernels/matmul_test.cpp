@@ -40,7 +40,7 @@ const Pair kPairs[] = {
     {GgmlType::Q5_0, ActFormat::q8_0},
     {GgmlType::Q4_1, ActFormat::q8_1},
     {GgmlType::Q5_1, ActFormat::q8_1},
-    // Formats with only the scalar kernel so far, and the K-quants' stored-row path.
+    // IQ4_NL and the K-quants: stored rows (AVX2 kernels bitwise equal to the scalar ones).
     {GgmlType::IQ4_NL, ActFormat::q8_0},
     {GgmlType::IQ4_NL, ActFormat::f32},
     {GgmlType::Q2_K, ActFormat::q8_k},
