@@ -64,19 +64,10 @@ const std::set<std::string, std::less<>> kConstraintKeywords = {"type",
                                                                 "extends"};
 
 // Constraint keywords no part of the compiler enforces.
-const std::set<std::string, std::less<>> kRefused = {"contains",
-                                                     "minContains",
-                                                     "maxContains",
-                                                     "dependencies",
-                                                     "dependentRequired",
-                                                     "dependentSchemas",
-                                                     "unevaluatedProperties",
-                                                     "unevaluatedItems",
-                                                     "$dynamicRef",
-                                                     "$recursiveRef",
-                                                     "divisibleBy",
-                                                     "disallow",
-                                                     "extends"};
+const std::set<std::string, std::less<>> kRefused = {
+    "contains",         "minContains", "maxContains",   "unevaluatedProperties",
+    "unevaluatedItems", "$dynamicRef", "$recursiveRef", "divisibleBy",
+    "disallow",         "extends"};
 
 bool has_constraints(const Json& s, std::initializer_list<std::string_view> except = {}) {
   if (!s.is_object()) return !s.is_boolean() || !s.get<bool>();
@@ -316,6 +307,10 @@ ExprId SchemaCompiler::body(const Json& s, const std::string& pointer) {
   }
   if (s.contains("$ref") || s.contains("allOf"))
     return body(flatten_schema(root_, s, pointer), pointer);
+  if (const std::vector<Json> cases = split_dependency(root_, s, pointer); !cases.empty()) {
+    if (cases.size() == 1) return body(cases[0], pointer);
+    return b_.alt({value(cases[0], pointer), value(cases[1], pointer)});
+  }
   if (s.contains("not")) {
     // The forms of "not" that are a restriction of the same schema: a property that must be
     // absent, a type left out, or nothing at all.

@@ -29,6 +29,12 @@ Json merge_schemas(const Json& root, const Json& a, const Json& b, std::string_v
 // `s` with a top-level $ref and allOf folded in (a schema without either).
 Json flatten_schema(const Json& root, const Json& s, std::string_view pointer, int depth = 0);
 
+// dependencies / dependentRequired / dependentSchemas in `s` as cases without them: {} when
+// there are none, one schema when a rule could be dropped or folded in, else two disjoint
+// ones (the trigger property absent; present, with what the rule asks). The other rules stay
+// in each case, for the next call (json_schema_dependencies.cpp).
+std::vector<Json> split_dependency(const Json& root, const Json& s, const std::string& pointer);
+
 class SchemaCompiler {
  public:
   SchemaCompiler(const Json& root, GrammarBuilder& b, const JsonSchemaOptions& opt);

@@ -285,7 +285,7 @@ TEST(JsonSchema, RefsRecursionAndPointerEscapes) {
 TEST(JsonSchema, UnsupportedKeywordsAreRefusedNamingThePointer) {
   for (const char* s :
        {R"({"properties": {"a": {"contains": {}}}})", R"({"if": {}, "then": {"type": "string"}})",
-        R"({"dependentRequired": {"a": ["b"]}})", R"({"not": {"pattern": "a"}})",
+        R"({"unevaluatedProperties": false})", R"({"not": {"pattern": "a"}})",
         R"({"type": "number", "multipleOf": 0.5})", R"({"type": "blob"})",
         R"({"properties": {"a": 3}})"}) {
     EXPECT_NE(refusal(s), "") << s;
@@ -296,6 +296,75 @@ TEST(JsonSchema, UnsupportedKeywordsAreRefusedNamingThePointer) {
   Grammar g = compile(R"({"title": "t", "description": "d", "_format": "x", "x-y": 1,
                           "examples": [1], "type": "integer", "$comment": "c"})");
   ok(g, "1");
+}
+
+TEST(JsonSchema, DependentRequiredBothForms) {
+  for (const char* schema : {R"({"type": "object", "properties": {"a": {}, "b": {}, "c": {}},
+            "dependentRequired": {"a": ["b"]}})",
+                             R"({"type": "object", "properties": {"a": {}, "b": {}, "c": {}},
+            "dependencies": {"a": ["b"]}})"}) {
+    Grammar g = compile(schema);
+    ok(g, "{}");
+    ok(g, R"({"b": 1})");
+    ok(g, R"({"c": 1})");
+    ok(g, R"({"a": 1, "b": 2})");
+    ok(g, R"({"a": 1, "b": 2, "c": 3})");
+    no(g, R"({"a": 1})");
+    no(g, R"({"a": 1, "c": 3})");
+  }
+  // Chained: a needs b, b needs c. Undeclared names are additional properties.
+  Grammar chain = compile(R"({"type": "object", "dependentRequired": {"a": ["b"], "b": ["c"]}})");
+  ok(chain, R"({"c": 1})");
+  ok(chain, R"({"b": 1, "c": 2})");
+  ok(chain, R"({"a": 1, "b": 2, "c": 3})");
+  no(chain, R"({"a": 1, "b": 2})");
+  no(chain, R"({"b": 2})");
+  no(chain, R"({"a": 1, "c": 3})");
+  // Only objects are constrained; a trigger that cannot appear or a rule already met is a no-op.
+  Grammar any = compile(R"({"dependencies": {"a": ["b"]}})");
+  ok(any, R"("x")");
+  ok(any, "[1]");
+  no(any, R"({"a": 1})");
+  Grammar never = compile(R"({"properties": {"a": false}, "dependentRequired": {"a": ["b"]}})");
+  ok(never, "{}");
+  no(never, R"({"a": 1, "b": 2})");
+  Grammar met = compile(R"({"required": ["b"], "dependentRequired": {"a": ["b"]}})");
+  ok(met, R"({"a": 1, "b": 2})");
+  no(met, R"({"a": 1})");
+  // The trigger is required: the rule always applies.
+  Grammar always = compile(R"({"required": ["a"], "dependentRequired": {"a": ["b"]}})");
+  ok(always, R"({"a": 1, "b": 2})");
+  no(always, R"({"a": 1})");
+  EXPECT_NE(refusal(R"({"dependentRequired": {"a": "b"}})"), "");
+  EXPECT_NE(refusal(R"({"dependentRequired": {"a": [1]}})"), "");
+}
+
+TEST(JsonSchema, DependentSchemasMergeWhenTheTriggerIsPresent) {
+  for (const char* schema : {R"({"type": "object", "properties": {"a": {}, "b": {}},
+            "dependentSchemas": {"a": {"properties": {"b": {"type": "integer"}},
+                                       "required": ["b"]}}})",
+                             R"({"type": "object", "properties": {"a": {}, "b": {}},
+            "dependencies": {"a": {"properties": {"b": {"type": "integer"}},
+                                   "required": ["b"]}}})"}) {
+    Grammar g = compile(schema);
+    ok(g, "{}");
+    ok(g, R"({"b": "x"})");
+    ok(g, R"({"a": 1, "b": 2})");
+    no(g, R"({"a": 1, "b": "x"})");
+    no(g, R"({"a": 1})");
+  }
+  Grammar forbid = compile(R"({"properties": {"a": {}, "b": {}},
+                               "dependentSchemas": {"a": false}})");
+  ok(forbid, R"({"b": 1})");
+  no(forbid, R"({"a": 1})");
+  // A closed object cannot take the dependent schema's other properties: refused, not loosened.
+  EXPECT_NE(refusal(R"({"properties": {"a": {}}, "additionalProperties": false,
+                        "dependentSchemas": {"a": {"properties": {"c": {}}}}})"),
+            "");
+  // More rules than cases the compiler will write out.
+  EXPECT_NE(refusal(R"({"dependentRequired": {"a": ["z"], "b": ["z"], "c": ["z"], "d": ["z"],
+                                               "e": ["z"]}})"),
+            "");
 }
 
 TEST(JsonSchema, NotRequiredAndNotType) {
