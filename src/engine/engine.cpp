@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "kernels/act_quant.h"
 #include "util/error.h"
@@ -10,6 +11,13 @@
 namespace lift {
 
 namespace {
+
+// LIFT_SPEC_TRACE set: one stderr line per speculating engine step with the controller's plan,
+// its predicted cost and where the step's time went (docs/speculative.md).
+bool spec_trace_enabled() {
+  static const bool on = std::getenv("LIFT_SPEC_TRACE") != nullptr;
+  return on;
+}
 
 MemoryPlan make_plan(const LlamaModel& model, const EngineConfig& e) {
   MemoryRequest r;
@@ -432,17 +440,12 @@ void Engine::propose_drafts() {
   }
 }
 
-void Engine::verify_and_emit(const ModelRunner::Sampled& sampled) {
+void Engine::verify_and_emit(const ModelRunner::Sampled& sampled, const Draft& draft) {
   Sequence* s = sampled.seq;
   RequestState* req = s->req;
   const RequestParams& p = req->params;
   const size_t n_draft = s->n_draft;
   const auto vocab = static_cast<size_t>(model_.config().n_vocab);
-  const Draft* draft = nullptr;
-  for (size_t i = 0; i < draft_reqs_.size(); ++i) {
-    if (draft_reqs_[i].seq == s) draft = &drafts_[i];
-  }
-  if (draft == nullptr) throw Error("internal: verifying a sequence that has no draft");
   // The drafts leave the sequence; the ones that stand come back one by one, as plain
   // decoding would have appended them, so each row's penalties see exactly its history.
   popped_.assign(s->tokens.end() - static_cast<std::ptrdiff_t>(n_draft), s->tokens.end());
@@ -459,7 +462,7 @@ void Engine::verify_and_emit(const ModelRunner::Sampled& sampled) {
     logits_processor_.apply(l, p, s->n_output(), nullptr);
     const int32_t guess = i < n_draft ? popped_[i] : -1;
     std::span<const float> q;
-    if (guess >= 0 && !draft->probs.empty()) q = {draft->probs.data() + i * vocab, vocab};
+    if (guess >= 0 && !draft.probs.empty()) q = {draft.probs.data() + i * vocab, vocab};
     const std::span<const int32_t> prompt(s->tokens.data(), s->n_prompt);
     const std::span<const int32_t> output(s->tokens.data() + s->n_prompt, s->n_output());
     bool ok = false;
@@ -534,14 +537,24 @@ bool Engine::step() {
     }
   }
   runner_.apply_copies(step_);
+  const auto t_propose = Clock::now();
   if (proposer_) {
     for (const auto& [src, dst] : step_.copies) proposer_->copy_block(src, dst);
     propose_drafts();
   }
+  // What the controller's cost model reads: rows, and the positions they attend to in all
+  // (a row at position p attends p + 1 of them), which grow with context where attention
+  // weighs.
   size_t n_tokens = 0;
-  for (const ScheduledSeq& s : step_.batch) n_tokens += s.n_tokens;
+  double positions = 0;
+  for (const ScheduledSeq& s : step_.batch) {
+    n_tokens += s.n_tokens;
+    const auto n = static_cast<double>(s.n_tokens);
+    positions += n * static_cast<double>(s.seq->n_computed) + n * (n + 1) / 2;
+  }
   const auto t0 = Clock::now();
   runner_.run(step_);
+  const auto t_forward = Clock::now();
   for (const ScheduledSeq& s : step_.batch) {
     Sequence* seq = s.seq;
     const size_t before = seq->n_computed;
@@ -553,16 +566,40 @@ bool Engine::step() {
     if (seq->n_computed >= seq->recompute_from) seq->recompute_from = 0;
     blocks_.commit(seq->table, seq->tokens, seq->n_computed, seq->n_prompt);
   }
+  // Sampled sequences and drafts both come in batch order: one cursor finds each draft.
+  size_t next_draft = 0;
+  size_t n_drafted = 0;
   for (const ModelRunner::Sampled& s : runner_.sampled()) {
     if (s.seq->n_draft > 0) {
-      verify_and_emit(s);
+      while (next_draft < draft_reqs_.size() && draft_reqs_[next_draft].seq != s.seq) {
+        ++next_draft;
+      }
+      if (next_draft == draft_reqs_.size()) {
+        throw Error("internal: verifying a sequence that has no draft");
+      }
+      n_drafted += s.seq->n_draft;
+      verify_and_emit(s, drafts_[next_draft++]);
     } else {
       sample_and_emit(s.seq, runner_.logits(s.first));
     }
   }
   // The controller weighs what a step of n tokens costs from forward pass to emitted tokens:
   // verifying rows and emitting their tokens grow with the drafts too.
-  if (proposer_) controller_.observe_step(n_tokens, seconds(Clock::now() - t0));
+  if (proposer_) {
+    const auto t_end = Clock::now();
+    controller_.observe_step(n_tokens, seconds(t_end - t0), positions);
+    if (spec_trace_enabled()) {
+      const SpecController::Plan& pl = controller_.last_plan();
+      std::fprintf(stderr,
+                   "spec-trace base=%zu planned=%zu n=%zu drafted=%zu seqs=%zu spec_seqs=%zu "
+                   "probe=%d pos=%.0f pred_base_us=%.1f pred_us=%.1f extra_us=%.1f "
+                   "extra_se_us=%.1f propose_us=%.1f forward_us=%.1f emit_us=%.1f\n",
+                   pl.base_tokens, pl.n_tokens, n_tokens, n_drafted, step_.batch.size(), pl.n_spec,
+                   pl.probe ? 1 : 0, positions, 1e6 * pl.base_cost, 1e6 * pl.cost, 1e6 * pl.extra,
+                   1e6 * pl.extra_se, 1e6 * seconds(t0 - t_propose), 1e6 * seconds(t_forward - t0),
+                   1e6 * seconds(t_end - t_forward));
+    }
+  }
 
   // Requests whose every sample finished leave now (not earlier: this step's lists still
   // pointed at their sequences).

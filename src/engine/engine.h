@@ -104,7 +104,7 @@ class Engine {
   // Speculative decoding: drafts for the step's speculating sequences, appended to their
   // tokens; then, after the forward pass, the verifier's walk over a sequence's logits rows.
   void propose_drafts();
-  void verify_and_emit(const ModelRunner::Sampled& s);
+  void verify_and_emit(const ModelRunner::Sampled& s, const Draft& draft);
   // Tokens the next step carries besides drafts, as the controller plans it.
   size_t base_tokens() const;
   // Bookkeeping once a sample has a new token: counts, TTFT and inter-token latency.

@@ -14,7 +14,6 @@ namespace lift {
 
 namespace {
 
-constexpr double kStepDecay = 0.9;  // weight of the old average against a slower step
 constexpr double kSeqDecay = 0.8;   // a sequence's acceptance forgets old drafts fast
 constexpr double kAllDecay = 0.99;  // the proposer's overall rate, slowly
 constexpr double kPriorWeight = 2;  // pseudo-observations behind a prior rate
@@ -45,25 +44,15 @@ std::shared_ptr<Proposer> make_proposer(const SpecConfig& cfg, const LlamaModel&
 }
 
 SpecController::SpecController(const SpecConfig& cfg, size_t max_batched_tokens)
-    : cfg_(cfg), cost_(max_batched_tokens + 1, 0.0) {}
+    : cfg_(cfg), max_batched_tokens_(max_batched_tokens) {}
 
 double SpecController::acceptance() const {
   return (accepted_ + kPriorWeight * kPriorAcceptance) / (seen_ + kPriorWeight);
 }
 
-void SpecController::observe_step(size_t n_tokens, double seconds) {
-  if (n_tokens == 0 || n_tokens >= cost_.size() || !(seconds > 0)) return;
-  // Timing noise only ever adds (another process took the core, a page fault): the average
-  // follows a faster step at once and a slower one slowly, never more than twice itself, so
-  // one stalled step cannot hold a K at 0 that a quiet machine would take.
-  double& c = cost_[n_tokens];
-  if (c == 0) {
-    c = seconds;
-  } else if (seconds < c) {
-    c = 0.5 * c + 0.5 * seconds;
-  } else {
-    c = kStepDecay * c + (1 - kStepDecay) * std::min(seconds, 2 * c);
-  }
+void SpecController::observe_step(size_t n_tokens, double seconds, double positions) {
+  if (n_tokens == 0 || n_tokens > max_batched_tokens_) return;
+  costs_.observe(static_cast<double>(n_tokens), positions, seconds);
 }
 
 void SpecController::observe_draft(Sequence& seq, size_t proposed, size_t accepted, bool rejected) {
@@ -77,30 +66,10 @@ void SpecController::observe_draft(Sequence& seq, size_t proposed, size_t accept
 }
 
 double SpecController::step_cost(size_t n) const {
-  if (n < cost_.size() && cost_[n] > 0) return cost_[n];
-  size_t lo = 0, hi = 0;
-  for (size_t m = std::min(n, cost_.size() - 1); m > 0 && lo == 0; --m) {
-    if (cost_[m] > 0) lo = m;
-  }
-  for (size_t m = n + 1; m < cost_.size() && hi == 0; ++m) {
-    if (cost_[m] > 0) hi = m;
-  }
-  if (lo > 0 && hi > 0) {
-    const double t = static_cast<double>(n - lo) / static_cast<double>(hi - lo);
-    return cost_[lo] + t * (cost_[hi] - cost_[lo]);
-  }
-  if (hi > 0) return cost_[hi];  // below every measured count: no cheaper than the smallest
-  if (lo == 0) return 0;
-  // Past every measured count: the slope from lo's nearest measured neighbour below, or the
-  // prior; never flatter than the prior's half, since more tokens are never free.
-  double slope = kPriorSlope * cost_[lo];
-  for (size_t m = lo - 1; m > 0; --m) {
-    if (cost_[m] > 0) {
-      slope = std::max((cost_[lo] - cost_[m]) / static_cast<double>(lo - m), 0.5 * slope);
-      break;
-    }
-  }
-  return cost_[lo] + slope * static_cast<double>(n - lo);
+  if (n == 0) return 0;
+  const double nd = static_cast<double>(n);
+  const StepCostModel::Fit f = costs_.fit(nd, nd * costs_.last_positions_per_token());
+  return f.known ? f.base : 0;
 }
 
 size_t SpecController::cap(const Sequence& seq, size_t max_model_len) const {
@@ -119,6 +88,8 @@ size_t SpecController::cap(const Sequence& seq, size_t max_model_len) const {
 void SpecController::plan(const std::vector<Sequence*>& running, size_t base_tokens,
                           size_t max_model_len, const Proposer& proposer) {
   ++step_;
+  last_ = Plan{};
+  last_.base_tokens = last_.n_tokens = base_tokens;
   cand_.clear();
   size_t decoding = 0;
   for (Sequence* seq : running) {
@@ -131,18 +102,36 @@ void SpecController::plan(const std::vector<Sequence*>& running, size_t base_tok
     for (Sequence* seq : cand_) seq->spec_k = cap(*seq, max_model_len);
     return;
   }
-  const double base_cost = step_cost(base_tokens);
-  if (base_cost <= 0) return;  // measure a plain step first
+  // Where the step's rows attend: a decode row all of its sequence, a prompt chunk (its exact
+  // size is the scheduler's) from its sequence's computed tokens on.
+  double positions = 0, prefill_at = 0;
+  size_t n_prefill = 0;
+  for (const Sequence* seq : running) {
+    if (seq->status != SeqStatus::running) continue;
+    if (seq->in_prefill()) {
+      prefill_at += static_cast<double>(seq->n_computed);
+      ++n_prefill;
+    } else {
+      positions += static_cast<double>(seq->tokens.size());
+    }
+  }
+  if (n_prefill > 0 && base_tokens > decoding) {
+    const double chunk = static_cast<double>(base_tokens - decoding);
+    positions += chunk * (prefill_at / static_cast<double>(n_prefill)) +
+                 chunk * (chunk / static_cast<double>(n_prefill) + 1) / 2;
+  }
+  const StepCostModel::Fit fit = costs_.fit(static_cast<double>(base_tokens), positions);
+  if (!fit.known || !(fit.base > 0)) return;  // measure plain steps first
+  const double base_cost = fit.base;
+  last_.base_cost = last_.cost = base_cost;
   const double overall = acceptance();
   auto rate = [&](const Sequence* s) {
     return (s->spec_accepted + kPriorWeight * overall) / (s->spec_seen + kPriorWeight);
   };
   double value = static_cast<double>(decoding);  // expected tokens out of the step
   double cost = base_cost;
-  // More tokens never cost less: a count measured in a quiet moment must not undercut the plain
-  // step measured under load, or a draft the target never accepts looks free.
-  double pass = base_cost;
-  size_t n = base_tokens, k_max = 0, n_spec = 0;
+  size_t added = 0, k_max = 0, n_spec = 0;
+  double added_pos = 0;
   for (;;) {
     Sequence* best = nullptr;
     double gain = 0;
@@ -158,22 +147,35 @@ void SpecController::plan(const std::vector<Sequence*>& running, size_t base_tok
     if (best == nullptr) break;
     const size_t k_max2 = std::max(k_max, best->spec_k + 1);
     const size_t n_spec2 = n_spec + (best->spec_k == 0 ? 1 : 0);
-    const double pass2 = std::max(step_cost(n + 1), pass);
-    const double cost2 = pass2 + proposer.cost_seconds(n_spec2, k_max2);
+    // The draft row sits after the sequence's decode row and its earlier drafts.
+    const double pos2 = added_pos + static_cast<double>(best->tokens.size() + best->spec_k + 1);
+    double se = 0;
+    const double extra = fit.extra(static_cast<double>(added + 1), pos2, &se);
+    // More rows never cost less; and a cost the measurements cannot tell from a row's full
+    // share must not pass for a small one: the drafts are charged kUncertainty errors more.
+    const double cost2 = base_cost + std::max(extra, 0.0) + kUncertainty * se +
+                         proposer.cost_seconds(n_spec2, k_max2);
     // Each draft token must raise tokens per second by kMinGain: what the model leaves out
-    // (scheduling, lookup, noise in c) should not turn a break-even guess into a loss.
+    // (scheduling, lookup) should not turn a break-even guess into a loss.
     if ((value + gain) * cost <= (1 + kMinGain) * value * cost2) break;
     ++best->spec_k;
     value += gain;
     cost = cost2;
-    pass = pass2;
-    ++n;
+    ++added;
+    added_pos = pos2;
     k_max = k_max2;
     n_spec = n_spec2;
+    last_.extra = extra;
+    last_.extra_se = se;
   }
+  last_.n_tokens = base_tokens + added;
+  last_.n_spec = n_spec;
+  last_.cost = cost;
   // Keep the estimates alive: now and then one sequence held at 0 drafts one token.
   if (n_spec == 0 && step_ % kProbeInterval == 0) {
     cand_[(step_ / kProbeInterval) % cand_.size()]->spec_k = 1;
+    last_.probe = true;
+    ++last_.n_tokens;
   }
 }
 

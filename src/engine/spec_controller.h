@@ -4,18 +4,20 @@
 // Model. A sequence whose drafts the target accepts at rate a (per token, estimated from its
 // own drafts, starting from the proposer's overall rate) gains E(K) = (1 - a^(K+1)) / (1 - a)
 // tokens from a step that verifies K drafts (Leviathan et al. 2023), and the step costs
-// c(n) + d: c the measured time of a target forward pass over n tokens, d the proposer's own
-// time. The controller raises one sequence's K at a time, always the one whose next draft
-// token is most likely accepted (marginal gain a^(K+1)), while the batch's tokens per second
-// (sum of E over decoding sequences) / (c(n) + d) still grows by at least 2% per token. Where steps
-// are memory-bound (few sequences) c barely grows with n and K climbs; where they are compute-bound
-// (many sequences) c grows in proportion and K stays 0; a poor draft's a drives K to 0 too.
+// c + D + d: c the plain step's estimated time, D what the extra draft rows add to it, d the
+// proposer's own time. The controller raises one sequence's K at a time, always the one whose
+// next draft token is most likely accepted (marginal gain a^(K+1)), while the batch's tokens per
+// second (sum of E over decoding sequences) / (c + D + d) still grows by at least 2% per token.
+// Where steps are memory-bound (few sequences) D stays small and K climbs; where they are
+// compute-bound (many sequences) every row costs its share and K stays 0; a poor draft's a
+// drives K to 0 too.
 //
-// c(n) is an average of measured step times (forward pass to emitted tokens) per token count n,
-// quick to follow a faster step and slow to follow a slower one (noise on a shared machine only
-// adds); between measured counts it is interpolated, beyond them extrapolated with the measured
-// slope (or a prior of kPriorSlope per token until two counts are known). A sequence held at K = 0
-// by a low estimate is probed with K = 1 every kProbeInterval steps, so the estimate can recover.
+// Step cost (spec_cost_model.h): a weighted least-squares line through the recent steps' times
+// against their token count and attended positions, local to the planned step, with outliers
+// (stalls on a shared machine) down-weighted. D is the line's prediction for the extra rows plus
+// kUncertainty of its standard error, so a cost the measurements cannot yet tell apart from a
+// full share per row does not pass as free. A sequence held at K = 0 is probed with K = 1 every
+// kProbeInterval steps, so the fit keeps seeing what a draft row costs.
 #pragma once
 
 #include <cstddef>
@@ -25,6 +27,7 @@
 
 #include "engine/proposer.h"
 #include "engine/spec_config.h"
+#include "engine/spec_cost_model.h"
 
 namespace lift {
 
@@ -39,9 +42,19 @@ std::shared_ptr<Proposer> make_proposer(const SpecConfig& cfg, const LlamaModel&
 
 class SpecController {
  public:
-  static constexpr double kPriorSlope = 0.08;  // extra cost per token, as a fraction of c(n)
   static constexpr double kPriorAcceptance = 0.5;
   static constexpr uint64_t kProbeInterval = 8;
+  static constexpr double kUncertainty = 2;  // standard errors added to a draft's cost
+
+  // What the last plan() assumed, for tracing (LIFT_SPEC_TRACE) and tests.
+  struct Plan {
+    size_t base_tokens = 0, n_tokens = 0;  // without and with the drafts
+    size_t n_spec = 0;                     // sequences given K > 0
+    bool probe = false;                    // K = 1 for one sequence, to keep measuring
+    double base_cost = 0;                  // predicted seconds of the plain step
+    double cost = 0;                       // and of the planned one (with the margin)
+    double extra = 0, extra_se = 0;        // the drafts' predicted seconds and its error
+  };
 
   SpecController(const SpecConfig& cfg, size_t max_batched_tokens);
 
@@ -51,23 +64,29 @@ class SpecController {
   // drafts (decode tokens and prompt chunks).
   void plan(const std::vector<Sequence*>& running, size_t base_tokens, size_t max_model_len,
             const Proposer& proposer);
-  // A target forward pass over n tokens took `seconds`.
-  void observe_step(size_t n_tokens, double seconds);
+  // A step over n tokens took `seconds` from forward pass to emitted tokens. `positions`: the
+  // sum over its rows of the positions each row attends to (0: not reported; then the cost
+  // model uses the token count alone).
+  void observe_step(size_t n_tokens, double seconds, double positions = 0);
   // A sequence's draft of `proposed` tokens had `accepted` accepted; `rejected`: the target
   // turned down the next one (false when all passed or the sequence finished first).
   void observe_draft(Sequence& seq, size_t proposed, size_t accepted, bool rejected);
 
-  // c(n): estimated seconds of a forward pass over n tokens (0 before any step was measured).
+  // Estimated seconds of a step over n decode tokens at the last observed step's context per
+  // token (0 before any step was measured).
   double step_cost(size_t n) const;
   double acceptance() const;  // the proposer's overall estimate
+  const Plan& last_plan() const { return last_; }
 
  private:
   size_t cap(const Sequence& seq, size_t max_model_len) const;
 
   SpecConfig cfg_;
-  std::vector<double> cost_;        // [n]: average seconds of a pass over n tokens, 0: unmeasured
+  size_t max_batched_tokens_;
+  StepCostModel costs_;
   double accepted_ = 0, seen_ = 0;  // decayed counts over all sequences
   uint64_t step_ = 0;
+  Plan last_;
   std::vector<Sequence*> cand_;  // scratch
 };
 
