@@ -47,7 +47,8 @@ awk '
     for (i = 1; i <= m; ++i) cls = cls (i > 1 ? "," : "") flags[i]
     if (cls == "") cls = "baseline"
     if (obj !~ /^\//) obj = dir "/" obj
-    if (obj != "") print cls "\t" obj "\t" src
+    # Precompiled headers (cmake_pch.hxx.gch / .pch) are compiler state, never linked.
+    if (obj != "" && obj !~ /\.(gch|pch)$/) print cls "\t" obj "\t" src
   }' "$db" >"$tmp/objects"
 # Static libraries on the link lines that are not built here (e.g. libgtest.a): baseline code
 # whose weak definitions compete with ours.
