@@ -11,7 +11,6 @@
 
 #include "structured/grammar_data.h"
 #include "structured/parse_stack.h"
-#include "structured/state_classes.h"
 
 namespace lift::structured {
 
@@ -247,24 +246,12 @@ std::shared_ptr<const CompiledGrammar> CompiledGrammar::compile(
     }
   }
 
-  // States no token tells apart share one walk and one entry.
-  size_t max_token_len = 0;
-  for (uint16_t depth : tr.depth) max_token_len = std::max<size_t>(max_token_len, depth);
-  const std::vector<int32_t> cls = depth_bounded_classes(d, reach, max_token_len);
-  std::vector<int32_t> walked(d.states.size(), -1);  // per class: the state walked for it
-
   StateWalker walker(d, v);
   std::vector<std::pair<uint32_t, uint32_t>> accepted;
   std::vector<std::pair<std::string_view, uint32_t>> uncertain;
   size_t steps = 0;
   for (size_t s = 0; s < d.states.size(); ++s) {
     if (!reach[s] || !(d.states[s].flags & Data::kHasBytes)) continue;
-    int32_t& rep = walked[static_cast<size_t>(cls[s])];
-    if (rep >= 0) {
-      c.entries[s] = c.entries[static_cast<size_t>(rep)];
-      continue;
-    }
-    rep = static_cast<int32_t>(s);
     steps += walker.walk(static_cast<int32_t>(s), accepted, uncertain);
     if (steps > max_compile_steps)
       throw GrammarError("constraint: computing the token masks takes more than its budget of " +
