@@ -4,7 +4,7 @@
 #      every kernel path (LIFT_ISA) and on emulated CPUs without AVX-512 / AVX (qemu-user)
 #   2. black-box HTTP tests of `lift serve` (stage 1's binary) with the OpenAI Node SDK
 #   3. clang-14 build with AddressSanitizer + UndefinedBehaviorSanitizer, library unit tests
-#   4. libFuzzer, two targets at a time, 20-45 s each (the list below): the GGUF reader, the
+#   4. libFuzzer, two targets at a time, 8-22 s each (the list below): the GGUF reader, the
 #      HTTP request parser, the completion, chat and tokenize body parsers, the chat-template
 #      interpreter, the tokenizer (differential against a reference encoder), the detokenizer
 # Fails if any stage fails or the whole run passes 20 minutes.
@@ -104,14 +104,14 @@ stage "libFuzzer: GGUF, HTTP and API request parsers, chat templates, tokenizer,
 # fuzzer is one thread). The text targets read the shared vocabularies (../shared/models).
 # A crash's input is kept in build/ci-asan/fuzz-artifacts/.
 fuzzers=(  # target seconds max_len
-  "gguf 30 65536"
-  "http_request 12 8192"
-  "completion_request 15 16384"
-  "chat_request 18 16384"
-  "tokenize_request 12 16384"
-  "chat_template 25 8192"
-  "tokenizer 25 1024"
-  "stream_decoder 12 4096"
+  "gguf 22 65536"
+  "http_request 8 8192"
+  "completion_request 10 16384"
+  "chat_request 14 16384"
+  "tokenize_request 8 16384"
+  "chat_template 18 8192"
+  "tokenizer 18 1024"
+  "stream_decoder 8 4096"
 )
 targets=()
 for f in "${fuzzers[@]}"; do targets+=("fuzz_${f%% *}"); done
