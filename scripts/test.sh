@@ -71,7 +71,8 @@ cmake -S . -B build/ci-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" \
   -DCMAKE_CXX_COMPILER=clang++-14 -DLIFT_SANITIZE=ON -DLIFT_FUZZ=ON -DLIFT_WERROR=ON \
   -DLIFT_BENCH=OFF >/dev/null
-ninja -C build/ci-asan -j "$jobs" lift_tests fuzz_gguf
+# `lift` itself is built too (the tests here do not run it): it is clang's only build of src/cli.
+ninja -C build/ci-asan -j "$jobs" lift_tests fuzz_gguf lift
 # The sanitizer build holds the library's unit tests; slow end-to-end model runs (suites E2E*,
 # files *_e2e_test.cpp) are not built here and run in stage 1.
 # Two shards at once, one per core. Left out besides: exhaustive bitwise-invariance sweeps that
