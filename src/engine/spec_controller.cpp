@@ -120,9 +120,18 @@ void SpecController::plan(const std::vector<Sequence*>& running, size_t base_tok
     positions += chunk * (prefill_at / static_cast<double>(n_prefill)) +
                  chunk * (chunk / static_cast<double>(n_prefill) + 1) / 2;
   }
-  const StepCostModel::Fit fit = costs_.fit(static_cast<double>(base_tokens), positions);
+  const double n0 = static_cast<double>(base_tokens);
+  if (!fit_.known || n0 != fit_n0_ || step_ - fit_step_ >= kRefitInterval) {
+    fit_ = costs_.fit(n0, positions);
+    fit_n0_ = n0;
+    fit_p0_ = positions;
+    fit_step_ = step_;
+  }
+  const StepCostModel::Fit& fit = fit_;
   if (!fit.known || !(fit.base > 0)) return;  // measure plain steps first
-  const double base_cost = fit.base;
+  // The extras below are differences along the line, the same from any point of it.
+  const double base_cost = fit.base + fit.extra(0, positions - fit_p0_, nullptr);
+  if (!(base_cost > 0)) return;
   last_.base_cost = last_.cost = base_cost;
   const double overall = acceptance();
   auto rate = [&](const Sequence* s) {

@@ -45,6 +45,10 @@ class SpecController {
   static constexpr double kPriorAcceptance = 0.5;
   static constexpr uint64_t kProbeInterval = 8;
   static constexpr double kUncertainty = 2;  // standard errors added to a draft's cost
+  // A fit costs tens of microseconds, a fair share of a small model's step: one is reused for
+  // up to kRefitInterval steps of the same token count, moved along its line to the step's
+  // attended positions (the line changes little from one step to the next).
+  static constexpr uint64_t kRefitInterval = 8;
 
   // What the last plan() assumed, for tracing (LIFT_SPEC_TRACE) and tests.
   struct Plan {
@@ -88,6 +92,9 @@ class SpecController {
   uint64_t step_ = 0;
   Plan last_;
   std::vector<Sequence*> cand_;  // scratch
+  StepCostModel::Fit fit_;       // the reused fit, made at (fit_n0_, fit_p0_) in step fit_step_
+  double fit_n0_ = 0, fit_p0_ = 0;
+  uint64_t fit_step_ = 0;
 };
 
 }  // namespace lift
