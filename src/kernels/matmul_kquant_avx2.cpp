@@ -55,6 +55,18 @@ inline __m128i load128(const uint8_t* p) {
 }
 inline __m256i bytes(int v) { return _mm256_set1_epi8(static_cast<char>(v)); }
 
+// Lane r * C + c of acc holds output (activation row r0 + r, weight row o + c).
+template <int R, int C>
+inline void store_tile(const MatmulArgs& a, size_t r0, size_t o, __m256 acc) {
+  alignas(32) float out[8];
+  _mm256_store_ps(out, acc);
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < C; ++c) {
+      a.y[(r0 + static_cast<size_t>(r)) * a.ldy + o + static_cast<size_t>(c)] = out[r * C + c];
+    }
+  }
+}
+
 // Byte-wise shift of v by S bits (left for S > 0) with 16-bit shifts: the caller masks away the
 // bits that cross from one byte into the other.
 template <int S>
@@ -291,13 +303,7 @@ struct KRows {
         acc = _mm256_sub_ps(acc, _mm256_mul_ps(dmx, _mm256_cvtepi32_ps(lane_sums(lm))));
       }
     }
-    alignas(32) float out[8];
-    _mm256_store_ps(out, acc);
-    for (int r = 0; r < R; ++r) {
-      for (int c = 0; c < C; ++c) {
-        a.y[(r0 + static_cast<size_t>(r)) * a.ldy + o + static_cast<size_t>(c)] = out[r * C + c];
-      }
-    }
+    store_tile<R, C>(a, r0, o, acc);
   }
 };
 
@@ -421,13 +427,7 @@ struct Iq4Rows {
                         _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dx))));
       acc = _mm256_add_ps(acc, _mm256_mul_ps(scale, _mm256_cvtepi32_ps(lane_sums(li))));
     }
-    alignas(32) float out[8];
-    _mm256_store_ps(out, acc);
-    for (int r = 0; r < R; ++r) {
-      for (int c = 0; c < C; ++c) {
-        a.y[(r0 + static_cast<size_t>(r)) * a.ldy + o + static_cast<size_t>(c)] = out[r * C + c];
-      }
-    }
+    store_tile<R, C>(a, r0, o, acc);
   }
 };
 
