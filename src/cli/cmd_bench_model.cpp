@@ -266,14 +266,16 @@ int run_model_bench(const ModelBenchOptions& o) {
     const double attn = 4.0 * cfg.n_layers * cfg.dim * (o.prompt / 2.0);
     const double pp_ops = ps.median * (2.0 * static_cast<double>(matmul_params) + attn) / 1e9;
     const double peak = int8_path ? int8 : fp32;
+    const char* int8_name =
+        kernels::active_isa() >= kernels::Isa::avx512 ? "int8 VNNI" : "int8 AVX2 maddubs";
     std::printf(
-        "machine: read %.1f GB/s (before %.1f, after %.1f), fp32 FMA %.0f GFLOP/s, int8 VNNI %.0f "
+        "machine: read %.1f GB/s (before %.1f, after %.1f), fp32 FMA %.0f GFLOP/s, %s %.0f "
         "GOP/s\n",
-        bw, before.read_gbps, after.read_gbps, fp32, int8);
+        bw, before.read_gbps, after.read_gbps, fp32, int8_name, int8);
     std::printf("decode bound %.1f t/s (%.1f MB per step at mean context %d); tg is %.0f%% of it\n",
                 bound, bytes / 1e6, o.gen / 2, 100 * ts.median / bound);
     std::printf("prefill %.0f G%s/s = %.0f%% of the %s peak\n", pp_ops, int8_path ? "OP" : "FLOP",
-                100 * pp_ops / peak, int8_path ? "int8 VNNI" : "fp32 FMA");
+                100 * pp_ops / peak, int8_path ? int8_name : "fp32 FMA");
     // F16/BF16 prompt rows on AMX tiles do 4 (F16) or 2 (BF16) bf16 tile products per
     // multiply-add; the peak above stays the FMA one, the yardstick of the f32 path.
     const bool amx = kernels::act_format(wtype, !o.exact_activations, kernels::RowKind::prompt) ==

@@ -1,9 +1,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <string>
 #include <vector>
 
 #include "cli/commands.h"
+#include "kernels/isa.h"
 #include "util/error.h"
 
 namespace {
@@ -32,6 +34,9 @@ int main(int argc, char** argv) {
   std::set_terminate(on_terminate);
   try {
     CLI::App app{"lift: an LLM inference and serving engine"};
+    // The kernel path is part of what a bug report needs (and what the test script asks).
+    const std::string isa(lift::kernels::isa_name(lift::kernels::best_isa()));
+    app.set_version_flag("--version", "lift 0.1 (best kernel path on this CPU: " + isa + ")");
     app.require_subcommand(1);
     std::vector<std::pair<CLI::App*, lift::cli::Runner>> commands;
     auto add = [&](lift::cli::Runner (*f)(CLI::App&)) {
