@@ -69,23 +69,6 @@ const std::set<std::string, std::less<>> kRefused = {
     "unevaluatedItems", "$dynamicRef", "$recursiveRef", "divisibleBy",
     "disallow",         "extends"};
 
-bool has_constraints(const Json& s, std::initializer_list<std::string_view> except = {}) {
-  if (!s.is_object()) return !s.is_boolean() || !s.get<bool>();
-  for (auto it = s.begin(); it != s.end(); ++it) {
-    if (!is_constraint_keyword(it.key())) continue;
-    if (std::find(except.begin(), except.end(), it.key()) == except.end()) return true;
-  }
-  return false;
-}
-
-Json without(const Json& s, std::initializer_list<std::string_view> keys) {
-  Json out = Json::object();
-  for (auto it = s.begin(); it != s.end(); ++it) {
-    if (std::find(keys.begin(), keys.end(), it.key()) == keys.end()) out[it.key()] = it.value();
-  }
-  return out;
-}
-
 std::vector<char32_t> utf8_code_points(std::string_view s) {
   std::vector<char32_t> out;
   for (size_t i = 0; i < s.size();) {
@@ -117,6 +100,23 @@ uint32_t non_negative(const Json& s, const char* key, const std::string& pointer
 constexpr uint32_t kMaxSpelledRepeat = 1000;
 
 }  // namespace
+
+bool has_constraints(const Json& s, std::initializer_list<std::string_view> except) {
+  if (!s.is_object()) return !s.is_boolean() || !s.get<bool>();
+  for (auto it = s.begin(); it != s.end(); ++it) {
+    if (!is_constraint_keyword(it.key())) continue;
+    if (std::find(except.begin(), except.end(), it.key()) == except.end()) return true;
+  }
+  return false;
+}
+
+Json without(const Json& s, std::initializer_list<std::string_view> keys) {
+  Json out = Json::object();
+  for (auto it = s.begin(); it != s.end(); ++it) {
+    if (std::find(keys.begin(), keys.end(), it.key()) == keys.end()) out[it.key()] = it.value();
+  }
+  return out;
+}
 
 bool is_constraint_keyword(std::string_view key) { return kConstraintKeywords.count(key) != 0; }
 
@@ -311,47 +311,7 @@ ExprId SchemaCompiler::body(const Json& s, const std::string& pointer) {
     if (cases.size() == 1) return body(cases[0], pointer);
     return b_.alt({value(cases[0], pointer), value(cases[1], pointer)});
   }
-  if (s.contains("not")) {
-    // The forms of "not" that are a restriction of the same schema: a property that must be
-    // absent, a type left out, or nothing at all.
-    const Json n = flatten_schema(root_, s.at("not"), pointer_join(pointer, "not"));
-    const std::string np = pointer_join(pointer, "not");
-    Json rest = without(s, {"not"});
-    if (!has_constraints(n)) return b_.nothing();
-    if (n.is_object() && n.size() == 1 && n.contains("required") && n["required"].is_array() &&
-        n["required"].size() == 1 && n["required"][0].is_string()) {
-      Json props = rest.value("properties", Json::object());
-      props[n["required"][0].get<std::string>()] = false;
-      rest["properties"] = props;
-      return body(rest, pointer);
-    }
-    if (n.is_object() && n.size() == 1 && n.contains("type")) {
-      const unsigned drop = schema_types(n, np);
-      const unsigned keep = schema_types(rest, pointer) & ~drop;
-      const unsigned fractional = kNumber & ~kInteger;
-      if ((keep & fractional) && !(keep & kInteger)) {
-        schema_error(np, "\"not\": {\"type\": \"integer\"} of numbers is not supported");
-      }
-      Json types = Json::array();
-      for (auto [bit, name] : {std::pair{kNull, "null"},
-                               {kBoolean, "boolean"},
-                               {kObject, "object"},
-                               {kArray, "array"},
-                               {kString, "string"}}) {
-        if (keep & bit) types.push_back(name);
-      }
-      if (keep & fractional) {
-        types.push_back("number");
-      } else if (keep & kInteger) {
-        types.push_back("integer");
-      }
-      rest["type"] = types;
-      return body(rest, pointer);
-    }
-    schema_error(np,
-                 "keyword \"not\" is only supported for {\"required\": [one name]}, "
-                 "{\"type\": ...} and {}");
-  }
+  if (s.contains("not")) return negation(s, pointer);
   if (s.contains("oneOf")) return one_of(s, pointer);
   if (s.contains("anyOf")) {
     const Json& branches = s.at("anyOf");
@@ -466,8 +426,9 @@ ExprId SchemaCompiler::string_contents(const Json& s, const std::string& pointer
   if (s.contains("format")) {
     const Json& f = s.at("format");
     if (!f.is_string()) schema_error(pointer_join(pointer, "format"), "must be a string");
-    parts.push_back(
-        json_string_format(b_, f.get_ref<const std::string&>(), pointer_join(pointer, "format")));
+    const std::optional<ExprId> fmt =
+        json_string_format(b_, f.get_ref<const std::string&>(), pointer_join(pointer, "format"));
+    if (fmt) parts.push_back(*fmt);
   }
   if (parts.empty()) return b_.star(string_char());
   ExprId out = parts[0];

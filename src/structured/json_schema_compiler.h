@@ -19,6 +19,10 @@ using Json = nlohmann::ordered_json;
 
 // Whether `key` is a JSON Schema keyword that constrains instances (else: ignored).
 bool is_constraint_keyword(std::string_view key);
+// Whether `s` has a constraint keyword other than those in `except` (false for true and {}).
+bool has_constraints(const Json& s, std::initializer_list<std::string_view> except = {});
+// `s` (an object) without `keys`.
+Json without(const Json& s, std::initializer_list<std::string_view> keys);
 [[noreturn]] void schema_error(std::string_view pointer, std::string_view what);
 std::string pointer_join(std::string_view pointer, std::string_view token);
 
@@ -71,6 +75,7 @@ class SchemaCompiler {
   ExprId body(const Json& s, const std::string& pointer);
   ExprId typed_body(const Json& s, const std::string& pointer);
   ExprId one_of(const Json& s, const std::string& pointer);
+  ExprId negation(const Json& s, const std::string& pointer);  // json_schema_not.cpp
   ExprId enum_expr(const Json& s, const std::string& pointer);
   ExprId number_expr(const Json& s, const std::string& pointer, bool integer);
 

@@ -3,14 +3,17 @@
 // years, a URI's port must be digits), so a string the grammar allows always validates.
 #pragma once
 
+#include <optional>
 #include <string_view>
 
 #include "structured/grammar.h"
 
 namespace lift::structured {
 
-// The contents (between the quotes) of the JSON strings in `format`; GrammarError naming
-// `pointer` for a format it does not know.
-ExprId json_string_format(GrammarBuilder& b, std::string_view format, std::string_view pointer);
+// The contents (between the quotes) of the JSON strings in `format`; nullopt for a name the
+// specification does not define (an annotation: nothing to check), GrammarError naming
+// `pointer` for a defined format lift cannot express.
+std::optional<ExprId> json_string_format(GrammarBuilder& b, std::string_view format,
+                                         std::string_view pointer);
 
 }  // namespace lift::structured

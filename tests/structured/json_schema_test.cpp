@@ -137,7 +137,28 @@ TEST(JsonSchema, Formats) {
   no(uri, R"("http://example.com:80x/")");
   no(uri, R"("/relative/path")");
   no(uri, R"("http://a b")");
-  EXPECT_NE(refusal(R"({"properties": {"x": {"format": "int32"}}})").find("/properties/x/format"),
+  Grammar v6 = compile(R"({"type": "string", "format": "ipv6"})");
+  for (const char* t : {"::", "::1", "fe80::1:2", "2001:db8:0:0:1:0:0:1", "1:2:3:4:5:6:7:8",
+                        "::ffff:192.168.0.1", "1::", "a:b:c:d:e:f::"}) {
+    ok(v6, quoted(t));
+  }
+  for (const char* t : {"1:2:3:4:5:6:7", "1:2:3:4:5:6:7:8:9", "1::2::3", "12345::", ":1:2",
+                        "::ffff:192.168.0.256", "1:2:3:4:5:6:7::8"}) {
+    no(v6, quoted(t));
+  }
+  Grammar dur = compile(R"({"type": "string", "format": "duration"})");
+  for (const char* t : {"P1D", "P3Y6M4DT12H30M5S", "PT36H", "P4W", "P1M", "PT0S"})
+    ok(dur, quoted(t));
+  for (const char* t : {"P", "PT", "P1H", "1D", "P1DT", "P1W2D"}) no(dur, quoted(t));
+  Grammar ptr = compile(R"({"type": "string", "format": "json-pointer"})");
+  for (const char* t : {"", "/", "/a/b", "/a~0b/~1"}) ok(ptr, quoted(t));
+  for (const char* t : {"a", "/a~2", "/~"}) no(ptr, quoted(t));
+  // A name the specification does not define is an annotation, as validators treat it; a
+  // defined one lift cannot check is refused, naming where.
+  Grammar any = compile(R"({"properties": {"x": {"format": "int32"}}})");
+  ok(any, R"({"x": "not a number"})");
+  ok(any, R"({"x": 5})");
+  EXPECT_NE(refusal(R"({"properties": {"x": {"format": "iri"}}})").find("/properties/x/format"),
             std::string::npos);
 }
 
@@ -285,7 +306,7 @@ TEST(JsonSchema, RefsRecursionAndPointerEscapes) {
 TEST(JsonSchema, UnsupportedKeywordsAreRefusedNamingThePointer) {
   for (const char* s :
        {R"({"properties": {"a": {"contains": {}}}})", R"({"if": {}, "then": {"type": "string"}})",
-        R"({"unevaluatedProperties": false})", R"({"not": {"pattern": "a"}})",
+        R"({"unevaluatedProperties": false})", R"({"not": {"type": "string", "format": "date"}})",
         R"({"type": "number", "multipleOf": 0.5})", R"({"type": "blob"})",
         R"({"properties": {"a": 3}})"}) {
     EXPECT_NE(refusal(s), "") << s;
@@ -374,6 +395,50 @@ TEST(JsonSchema, NotRequiredAndNotType) {
   Grammar t = compile(R"({"type": ["string", "null"], "not": {"type": "null"}})");
   ok(t, R"("s")");
   no(t, "null");
+}
+
+// "not" split by type: a type the negated schema cannot have stays whole, scalars lose the
+// negated schema's values, a type it takes whole (only vacuous keywords) goes.
+TEST(JsonSchema, NotOfScalarsEnumsAndRequiredLists) {
+  Grammar e = compile(R"({"type": "string", "not": {"enum": ["delayed"]}})");
+  ok(e, R"("delaye")");
+  ok(e, R"("delayedx")");
+  no(e, R"("delayed")");
+  no(e, R"("\u0064elayed")");
+  Grammar p = compile(R"({"not": {"pattern": "a"}})");
+  ok(p, R"("bcd")");
+  no(p, R"("cat")");
+  for (const char* v : {"1", "null", "true", "{}", "[]"}) no(p, v);
+  Grammar len = compile(R"({"not": {"type": "string", "maxLength": 2}})");
+  ok(len, R"("abc")");
+  no(len, R"("ab")");
+  for (const char* v : {"1", "null", "{}", "[1]"}) ok(len, v);
+  Grammar twice = compile(R"({"not": {"not": {"type": "integer", "minimum": 3}}})");
+  ok(twice, "3");
+  no(twice, "2");
+  no(twice, R"("3")");
+  Grammar en = compile(R"({"enum": ["a", "b", 1], "not": {"type": "string"}})");
+  ok(en, "1");
+  no(en, R"("a")");
+  Grammar cn = compile(R"({"type": ["integer", "null"], "not": {"const": null}})");
+  ok(cn, "5");
+  no(cn, "null");
+  Grammar req = compile(R"({"type": "object", "not": {"required": ["a", "b"]}})");
+  ok(req, "{}");
+  ok(req, R"({"a": 1})");
+  ok(req, R"({"b": 1})");
+  no(req, R"({"a": 1, "b": 2})");
+  Grammar untyped = compile(R"({"not": {"required": ["a"]}})");  // non-objects all have "a"
+  ok(untyped, R"({"b": 1})");
+  no(untyped, R"({"a": 1})");
+  no(untyped, "1");
+  // Where the complement would not be exact: refused, naming the "not".
+  for (const char* s : {R"({"not": {"type": "object", "minProperties": 1}})",
+                        R"({"type": "number", "not": {"minimum": 3}})",
+                        R"({"type": "number", "not": {"type": "integer"}})",
+                        R"({"type": "string", "not": {"format": "date"}})"}) {
+    EXPECT_NE(refusal(s).find("/not"), std::string::npos) << s;
+  }
 }
 
 TEST(JsonSchema, WhitespaceIsBoundedAndNeverAroundTheValue) {
