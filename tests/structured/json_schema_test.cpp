@@ -408,6 +408,7 @@ TEST(JsonSchema, NotOfScalarsEnumsAndRequiredLists) {
   Grammar p = compile(R"({"not": {"pattern": "a"}})");
   ok(p, R"("bcd")");
   no(p, R"("cat")");
+  no(p, R"("c\u0061t")");  // the negated pattern sees through escapes
   for (const char* v : {"1", "null", "true", "{}", "[]"}) no(p, v);
   Grammar len = compile(R"({"not": {"type": "string", "maxLength": 2}})");
   ok(len, R"("abc")");
