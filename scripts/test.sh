@@ -4,10 +4,9 @@
 #      every kernel path (LIFT_ISA) and on emulated CPUs without AVX-512 / AVX (qemu-user)
 #   2. black-box HTTP tests of `lift serve` (stage 1's binary) with the OpenAI Node SDK
 #   3. clang-14 build with AddressSanitizer + UndefinedBehaviorSanitizer, library unit tests
-#   4. libFuzzer, two targets at a time, 8-22 s each (the list below): the GGUF reader, the
+#   4. libFuzzer, two targets at a time, 6-18 s each (the list below): the GGUF reader, the
 #      HTTP request parser, the completion, chat and tokenize body parsers, the chat-template
 #      interpreter, the tokenizer (differential against a reference encoder), the detokenizer
-# Stage 3's build runs in the background from the end of stage 1's build, beside the test stages.
 # Fails if any stage fails or the whole run passes 20 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,39 +30,6 @@ stage "g++ release build + all tests"
 cmake -S . -B build/ci-gcc -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=g++ \
   -DLIFT_WERROR=ON >/dev/null
 ninja -C build/ci-gcc -j "$jobs"
-
-# The sanitizer build (stage "clang-14 ...") starts now, in the background and niced, and the
-# test stages up to it run beside it: they leave cores idle (single-threaded test processes,
-# servers waiting on clients, qemu) that the compiler then fills.
-fuzzers=(  # target seconds max_len
-  "gguf 22 65536"
-  "http_request 8 8192"
-  "completion_request 10 16384"
-  "chat_request 14 16384"
-  "tokenize_request 8 16384"
-  "chat_template 18 8192"
-  "tokenizer 18 1024"
-  "stream_decoder 8 4096"
-)
-targets=()
-for f in "${fuzzers[@]}"; do targets+=("fuzz_${f%% *}"); done
-(
-  # One clang build serves both the sanitizer tests and the fuzzer (the library carries the
-  # fuzzer's coverage instrumentation; the sanitizer runtimes stub it out in the tests).
-  # Line tables are all the sanitizers' stack traces need; full debug info only costs build time.
-  # -O1, the sanitizers' usual level, compiles the kernels' unrolled templates a third faster than
-  # -O2 (the request glue goes at -O0: CMakeLists.txt).
-  cmake -S . -B build/ci-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
-    -DCMAKE_CXX_COMPILER=clang++-14 -DLIFT_SANITIZE=ON -DLIFT_FUZZ=ON -DLIFT_WERROR=ON \
-    -DLIFT_BENCH=OFF >/dev/null
-  # `lift` itself is built too (the tests here do not run it): it is clang's only build of
-  # src/cli.
-  nice -n 10 ninja -C build/ci-asan -j "$jobs" lift_tests lift "${targets[@]}"
-) >build/ci-asan-build.log 2>&1 &
-asan_build_pid=$!
-trap 'kill "$asan_build_pid" 2>/dev/null || true' EXIT
-
 ctest --test-dir build/ci-gcc -j "$jobs" --output-on-failure --timeout 900
 
 stage "forced kernel paths: scalar, avx2 and avx512"
@@ -71,11 +37,27 @@ stage "forced kernel paths: scalar, avx2 and avx512"
 # pass the same checks (one above it would only run as the best again).
 best_isa=$(build/ci-gcc/lift --version | sed -n 's/.*best kernel path on this CPU: \([a-z0-9]*\).*/\1/p')
 echo "best kernel path: ${best_isa:?lift --version names no kernel path}"
+# Two shards at once, one per core (the tests run one thread each).
 for isa in scalar avx2 avx512; do
   [ "$isa" = "$best_isa" ] && break
   echo "LIFT_ISA=$isa"
-  LIFT_ISA=$isa build/ci-gcc/lift_tests --gtest_brief=1 \
-    --gtest_filter='Kernel*:KvTypes/Attention*:Models/ForwardExactness*:LlamaCppReference*:E2EGolden*:PagedKv*:E2EEngineKinds*'
+  isa_pids=()
+  for shard in 0 1; do
+    LIFT_ISA=$isa GTEST_TOTAL_SHARDS=2 GTEST_SHARD_INDEX=$shard build/ci-gcc/lift_tests \
+      --gtest_brief=1 \
+      --gtest_filter='Kernel*:KvTypes/Attention*:Models/ForwardExactness*:LlamaCppReference*:E2EGolden*:PagedKv*:E2EEngineKinds*' \
+      >"build/ci-gcc/isa-$isa-$shard.log" 2>&1 &
+    isa_pids+=($!)
+  done
+  isa_failed=0
+  for i in 0 1; do
+    wait "${isa_pids[$i]}" || isa_failed=1
+    tail -n 2 "build/ci-gcc/isa-$isa-$i.log"
+  done
+  if [ "$isa_failed" != 0 ]; then
+    cat "build/ci-gcc/isa-$isa-0.log" "build/ci-gcc/isa-$isa-1.log"
+    exit 1
+  fi
 done
 
 stage "one binary on every x86-64: linkage check, qemu without AVX-512 and without AVX"
@@ -101,6 +83,17 @@ if [ -n "$misplaced" ]; then
   echo "E2E suites and *_e2e_test.cpp files must match; check:" $misplaced
   exit 1
 fi
+# One clang build serves both the sanitizer tests and the fuzzer (the library carries the
+# fuzzer's coverage instrumentation; the sanitizer runtimes stub it out in the tests).
+# Line tables are all the sanitizers' stack traces need; full debug info only costs build time.
+# -O1, the sanitizers' usual level, compiles the kernels' unrolled templates a third faster than
+# -O2 (the request glue goes at -O0: CMakeLists.txt).
+cmake -S . -B build/ci-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
+  -DCMAKE_CXX_COMPILER=clang++-14 -DLIFT_SANITIZE=ON -DLIFT_FUZZ=ON -DLIFT_WERROR=ON \
+  -DLIFT_BENCH=OFF >/dev/null
+# `lift` itself is built too (the tests here do not run it): it is clang's only build of src/cli.
+ninja -C build/ci-asan -j "$jobs" lift_tests fuzz_gguf lift
 # The sanitizer build holds the library's unit tests; slow end-to-end model runs (suites E2E*,
 # files *_e2e_test.cpp) are not built here and run in stage 1.
 # Two shards at once, one per core. Left out besides: exhaustive bitwise-invariance sweeps that
@@ -117,13 +110,12 @@ asan_filter+=':StructuredMatcher.Llama3VocabMasksEqualBruteForce'
 # exp over every float range, the long-context prompt-tile attention runs.
 asan_filter+=':SpecEngine/NextTokenDistribution.*:SpecEngine.MeanAcceptedLengthFollowsTheAcceptanceRate'
 asan_filter+=':TokenizerBpe.MatchesTextPairReference:SoftmaxExp.WithinOneUlpOfExp'
-asan_filter+=':KvTypes/Attention.LargeMovingScoresTile/*'
-if ! wait "$asan_build_pid"; then
-  cat build/ci-asan-build.log
-  echo "the sanitizer build failed"
-  exit 1
-fi
-tail -n 2 build/ci-asan-build.log
+asan_filter+=':KvTypes/Attention.LargeMovingScoresTile/*:KvTypes/Attention.LargeMovingScoresDecode/*'
+# Sweeps of speculative decoding over every K and proposer: one case of each family stays
+# (preemption, aborts, sliding windows, parallel samples), the sweep runs in stage 1.
+asan_filter+=':SpecEdge.SampledNgramIsBitwisePlainForEveryKAloneBatchedAndPreempted'
+asan_filter+=':DraftEngine.GreedyEqualsPlainForEveryKAloneAndBatched'
+asan_filter+=':SpecEngine.GreedyEqualsPlainForEveryProposerAndK'
 asan_pids=()
 for shard in 0 1; do
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 GTEST_TOTAL_SHARDS=2 \
@@ -145,6 +137,19 @@ stage "libFuzzer: GGUF, HTTP and API request parsers, chat templates, tokenizer,
 # Every parser a client or a model file reaches, each for a fixed time, $jobs at a time (a
 # fuzzer is one thread). The text targets read the shared vocabularies (../shared/models).
 # A crash's input is kept in build/ci-asan/fuzz-artifacts/.
+fuzzers=(  # target seconds max_len
+  "gguf 18 65536"
+  "http_request 6 8192"
+  "completion_request 8 16384"
+  "chat_request 12 16384"
+  "tokenize_request 6 16384"
+  "chat_template 14 8192"
+  "tokenizer 14 1024"
+  "stream_decoder 6 4096"
+)
+targets=()
+for f in "${fuzzers[@]}"; do targets+=("fuzz_${f%% *}"); done
+ninja -C build/ci-asan -j "$jobs" "${targets[@]}"
 corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
 bash scripts/make_fuzz_seeds.sh "$corpus"

@@ -1,7 +1,8 @@
 // oneOf as a union, which is exact only when no instance can match two branches. The compiler
 // proves that per pair of branches (different JSON types, disjoint enum/const values, disjoint
 // numeric ranges, or objects told apart by a required property whose schemas are disjoint or
-// that the other branch forbids) and refuses the oneOf otherwise.
+// that the other branch forbids); a pair it cannot prove apart is compiled as each branch
+// without the other (json_schema_not.cpp), and the oneOf refused where neither works.
 #include <algorithm>
 
 #include "structured/json_schema_compiler.h"
@@ -112,20 +113,43 @@ ExprId SchemaCompiler::one_of(const Json& s, const std::string& pointer) {
   for (size_t i = 0; i < branches.size(); ++i) {
     merged.push_back(merge_schemas(root_, base, branches[i], pointer_join(op, std::to_string(i))));
   }
+  // A pair not proven exclusive is made so: "exactly one of A, B" is (A and not B) or (B and
+  // not A), each side with the other's own branch negated (the base holds on both). That takes
+  // one "not" per branch, so each branch may overlap one other at most.
   Disjointness d(root_, op);
+  std::vector<int> partner(merged.size(), -1);
   for (size_t i = 0; i < merged.size(); ++i) {
     for (size_t j = i + 1; j < merged.size(); ++j) {
-      if (!d.proven(merged[i], merged[j], 0)) {
+      if (d.proven(merged[i], merged[j], 0)) continue;
+      const bool free = partner[i] < 0 && partner[j] < 0 && merged[i].is_object() &&
+                        merged[j].is_object() && !merged[i].contains("not") &&
+                        !merged[j].contains("not");
+      if (!free) {
         schema_error(op, "cannot prove branches " + std::to_string(i) + " and " +
                              std::to_string(j) +
                              " exclusive (oneOf is only supported for branches that no instance "
-                             "can match both of)");
+                             "can match both of, or pairs of overlapping branches)");
       }
+      partner[i] = static_cast<int>(j);
+      partner[j] = static_cast<int>(i);
     }
   }
   std::vector<ExprId> alts;
   for (size_t i = 0; i < merged.size(); ++i) {
-    alts.push_back(value(merged[i], pointer_join(op, std::to_string(i))));
+    const std::string bp = pointer_join(op, std::to_string(i));
+    if (partner[i] < 0) {
+      alts.push_back(value(merged[i], bp));
+      continue;
+    }
+    Json only = merged[i];
+    only["not"] = branches[static_cast<size_t>(partner[i])];
+    try {
+      alts.push_back(value(only, bp));
+    } catch (const GrammarError& e) {
+      schema_error(op, "cannot prove branches " + std::to_string(i) + " and " +
+                           std::to_string(partner[i]) + " exclusive, nor exclude one from the " +
+                           "other (" + e.what() + ")");
+    }
   }
   return b_.alt(alts);
 }

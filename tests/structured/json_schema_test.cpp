@@ -272,6 +272,17 @@ TEST(JsonSchema, AnyOfOneOfAllOf) {
   no(one, R"({"kind": "c"})");
   EXPECT_NE(refusal(R"({"oneOf": [{"type": "integer"}, {"minimum": 3}]})").find("/oneOf"),
             std::string::npos);
+  // Overlapping branches: each holds without the other (non-objects meet both, so neither).
+  Grammar req = compile(R"({"oneOf": [{"required": ["a", "b"]}, {"required": ["c"]}]})");
+  ok(req, R"({"a": 1, "b": 2})");
+  ok(req, R"({"c": 1})");
+  ok(req, R"({"a": 1, "c": 2})");
+  no(req, R"({"a": 1, "b": 2, "c": 3})");
+  no(req, "{}");
+  no(req, "1");
+  EXPECT_NE(refusal(R"({"oneOf": [{"required": ["a"]}, {"required": ["b"]}, {"required": ["c"]}]})")
+                .find("/oneOf"),
+            std::string::npos);
   Grammar all = compile(R"({"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}},
       "required": ["a"]}, {"properties": {"a": {"minimum": 2}, "b": {"type": "string"}}}]})");
   ok(all, R"({"a": 2, "b": "x"})");
