@@ -144,17 +144,19 @@ const char* af_name(ActFormat af) {
 }
 
 int register_all() {
-  // K-quants on their panels only: their stored-row kernel is the scalar one on every Isa.
+  // K-quants on AVX-512 on their panels only (their stored rows go to the AVX2 kernel there).
   const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
                             GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q4_1, GgmlType::Q5_1,
                             GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
   const Shape shapes[] = {{768, 2048}, {2048, 5632}};
-  for (auto [isa, panels] : {std::pair{Isa::scalar, false}, std::pair{Isa::avx2, false},
-                             std::pair{Isa::avx512, false}, std::pair{Isa::avx512, true}}) {
+  for (auto [isa, panels] :
+       {std::pair{Isa::scalar, false}, std::pair{Isa::avx2, false}, std::pair{Isa::avx2, true},
+        std::pair{Isa::avx512, false}, std::pair{Isa::avx512, true}}) {
     if (isa > best_isa()) continue;
     for (GgmlType t : types) {
       if (panels && !(t == GgmlType::F16 || t == GgmlType::BF16 || is_quantized(t))) continue;
-      if (!panels && is_k_panel(t)) continue;
+      if (panels && isa == Isa::avx2 && !is_k_panel(t)) continue;  // AVX2 panels: K types only
+      if (!panels && is_k_panel(t) && isa != Isa::avx2) continue;
       // The engine's default: integer paths for quantized weights. Q4_0 also with f32 activations.
       std::vector<ActFormat> afs = {act_format(t, true)};
       if (t == GgmlType::Q4_0 && !panels) afs.push_back(ActFormat::f32);

@@ -136,7 +136,10 @@ void zero_row(GgmlType t, size_t n_in, uint8_t* dst) {
 
 }  // namespace
 
-bool panel_supported(GgmlType type) { return packable(type) && active_isa() >= Isa::avx512; }
+bool panel_supported(GgmlType type) {
+  if (is_k_panel(type)) return active_isa() >= Isa::avx2;
+  return packable(type) && active_isa() >= Isa::avx512;
+}
 
 PanelMatrix pack_panels(GgmlType type, const void* w, size_t row_bytes, size_t n_in, size_t n_out) {
   if (!packable(type)) fail("type has no panel layout");
@@ -199,8 +202,13 @@ void matmul_panels(const PanelMatrix& w, const void* act, size_t act_stride,
       return detail::matmul_k_panels_amx(detail::panel_view(w), static_cast<const uint8_t*>(act),
                                          act_stride, n_rows, y, ldy, o_begin, o_end);
     }
-    return detail::matmul_k_panels_avx512(detail::panel_view(w), static_cast<const uint8_t*>(act),
-                                          act_stride, n_rows, y, ldy, o_begin, o_end);
+    const auto* a = static_cast<const uint8_t*>(act);
+    if (active_isa() >= Isa::avx512) {
+      return detail::matmul_k_panels_avx512(detail::panel_view(w), a, act_stride, n_rows, y, ldy,
+                                            o_begin, o_end);
+    }
+    return detail::matmul_k_panels_avx2(detail::panel_view(w), a, act_stride, n_rows, y, ldy,
+                                        o_begin, o_end);
   }
   detail::matmul_panels_avx512(detail::panel_view(w), act, act_stride, info, n_rows, y, ldy,
                                o_begin, o_end);

@@ -74,7 +74,8 @@ constexpr size_t panel_code_bytes(GgmlType t) { return t == GgmlType::Q8_0 ? 512
 }  // namespace LIFT_TARGET_NS
 
 // Whether the active Isa has panel kernels for this weight type (AVX-512 VNNI: Q8_0, Q4_0, Q4_K,
-// Q5_K, Q6_K, F16, BF16). When false, products use the stored rows through matmul().
+// Q5_K, Q6_K, F16, BF16; AVX2: Q4_K, Q5_K, Q6_K). When false, products use the stored rows
+// through matmul().
 bool panel_supported(GgmlType type);
 
 // Repacks n_out rows of n_in elements (row o at w + o * row_bytes). Throws std::invalid_argument
@@ -100,6 +101,14 @@ void matmul_panels(const PanelMatrix& w, const void* act, size_t act_stride,
                    const ActBlockInfo* info, size_t n_rows, float* y, size_t ldy, size_t o_begin,
                    size_t o_end);
 
+// The K panel kernels' steps for one output, in scalar code from the stored row (ggml layout)
+// and a Q8_K row: per super-block the exact integers of kquant_codes.h's k_int_dot, then
+//   acc = fma(-float(summ), dmin * d_x, acc)   (Q4_K/Q5_K only)
+//   acc = fma(float(sumi), d * d_x, acc).
+// Every K panel kernel (AVX2, AVX-512, AMX) returns exactly this; the stored-row kernels round
+// differently (no FMA, min term last; codec_table.cpp's k_dot).
+float k_panel_dot(GgmlType t, const void* row, const void* q8_k_row, size_t n_in);
+
 // Stored-row view of panel row o (for tests): writes n_in elements' worth of the original
 // row bytes, ggml layout, to dst. K panels keep decoded sub-block scales, not the packed bytes:
 // for them this throws std::invalid_argument.
@@ -124,6 +133,9 @@ inline const uint8_t* panel_at(const PanelView& w, size_t p) { return w.data + p
 void pack_k_row(GgmlType t, const uint8_t* src, size_t n_in, size_t lane, uint8_t* panel);
 void matmul_k_panels_avx512(const PanelView& w, const uint8_t* act, size_t act_stride,
                             size_t n_rows, float* y, size_t ldy, size_t o_begin, size_t o_end);
+// The same products and the same bits on AVX2 (matmul_panel_kquant_avx2.cpp).
+void matmul_k_panels_avx2(const PanelView& w, const uint8_t* act, size_t act_stride, size_t n_rows,
+                          float* y, size_t ldy, size_t o_begin, size_t o_end);
 // Q4_K/Q5_K on AMX-INT8 tiles (Isa::amx): whole tiles of 16 rows, the rest through the AVX-512
 // kernel; the same results as matmul_k_panels_avx512.
 void matmul_k_panels_amx(const PanelView& w, const uint8_t* act, size_t act_stride, size_t n_rows,

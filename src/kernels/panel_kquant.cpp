@@ -2,6 +2,7 @@
 // integer form (kquant_codes.h) and re-laid so that one 512-bit load holds the same four
 // consecutive elements of 16 rows: vpdpbusd then gives each lane the exact integer dot of a
 // quad, and a sub-block's quads are contiguous, so one int32 accumulator per sub-block suffices.
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <type_traits>
@@ -66,6 +67,26 @@ void pack_q6_k(const BlockQ6_K& b, size_t lane, uint8_t* blk, uint8_t* scales) {
   std::memcpy(scales + 2 * lane, &b.d, 2);
 }
 
+template <class Block>
+float k_panel_dot_blocks(const uint8_t* w, const uint8_t* x, size_t nb) {
+  float acc = 0.0f;
+  for (size_t b = 0; b < nb; ++b) {
+    Block blk;
+    std::memcpy(&blk, w + b * sizeof blk, sizeof blk);
+    BlockQ8_K xb;
+    std::memcpy(&xb, x + b * sizeof xb, sizeof xb);
+    KCodes c;
+    k_codes(blk, c);
+    int32_t sumi, summ;
+    k_int_dot<Block>(c, xb, sumi, summ);
+    if constexpr (KTraits<Block>::kHasMin) {
+      acc = std::fma(-static_cast<float>(summ), c.dmin * xb.d, acc);
+    }
+    acc = std::fma(static_cast<float>(sumi), c.d * xb.d, acc);
+  }
+  return acc;
+}
+
 }  // namespace
 
 void pack_k_row(GgmlType t, const uint8_t* src, size_t n_in, size_t lane, uint8_t* panel) {
@@ -93,3 +114,17 @@ void pack_k_row(GgmlType t, const uint8_t* src, size_t n_in, size_t lane, uint8_
 }
 
 }  // namespace lift::kernels::detail
+
+namespace lift::kernels {
+
+float k_panel_dot(GgmlType t, const void* row, const void* q8_k_row, size_t n_in) {
+  const auto* w = static_cast<const uint8_t*>(row);
+  const auto* x = static_cast<const uint8_t*>(q8_k_row);
+  const size_t nb = n_in / kKBlock;
+  if (t == GgmlType::Q4_K) return detail::k_panel_dot_blocks<BlockQ4_K>(w, x, nb);
+  if (t == GgmlType::Q5_K) return detail::k_panel_dot_blocks<BlockQ5_K>(w, x, nb);
+  if (t == GgmlType::Q6_K) return detail::k_panel_dot_blocks<BlockQ6_K>(w, x, nb);
+  throw std::invalid_argument("k_panel_dot: no K panel layout for this type");
+}
+
+}  // namespace lift::kernels

@@ -82,9 +82,16 @@ struct PanelProblem {
   }
 };
 
-bool have_panels() {
+// Whether the best Isa has panel kernels for t (AVX2 has them for the K types only).
+bool have_panels(GgmlType t) {
   set_isa(best_isa());
-  return panel_supported(GgmlType::Q8_0);
+  return panel_supported(t);
+}
+bool have_panels() {
+  for (GgmlType t : kTypes) {
+    if (have_panels(t)) return true;
+  }
+  return false;
 }
 
 TEST(KernelPanel, PackRoundTripsEveryRow) {
@@ -140,6 +147,7 @@ TEST(KernelPanel, MatchesReference) {
   if (!have_panels()) GTEST_SKIP() << "no panel kernels on this CPU";
   std::mt19937 rng(42);
   for (GgmlType t : kTypes) {
+    if (!have_panels(t)) continue;
     std::vector<size_t> n_ins = {32, 64, 96, 4128};
     if (!is_quantized(t)) n_ins.insert(n_ins.end(), {1, 7, 17, 100, 4099});
     for (size_t n_in : widths(t, n_ins)) {
@@ -162,6 +170,7 @@ TEST(KernelPanel, MatchesReferencePrefillShape) {
   if (!have_panels()) GTEST_SKIP() << "no panel kernels on this CPU";
   std::mt19937 rng(5);
   for (GgmlType t : kTypes) {
+    if (!have_panels(t)) continue;
     PanelProblem prob(t, is_k_panel(t) ? 1024 : 512, 70, 150, rng);
     const auto ref = prob.reference();
     testing::expect_close(prob.run(0, prob.n_rows, 0, prob.n_out), ref, prob.n_rows, prob.n_out,
@@ -175,11 +184,69 @@ TEST(KernelPanel, BatchAndSplitInvariantBitwise) {
   if (!have_panels()) GTEST_SKIP() << "no panel kernels on this CPU";
   std::mt19937 rng(99);
   for (GgmlType t : kTypes) {
+    if (!have_panels(t)) continue;
     for (size_t n_in : widths(t, {32u, 96u, 1056u})) {
       const size_t n_out = 77, n_rows = 70;
       PanelProblem prob(t, n_in, n_out, n_rows, rng);
       testing::expect_row_and_split_invariance(prob, {1, 2, 3, 5, 8, 13, 64},
                                                {{0, 16, 32, 48, 64, 77}, {0, 64, 77}, {0, 32, 77}});
+    }
+  }
+}
+
+// The largest codes and scales everywhere (every byte but d and dmin 0xFF) against activations
+// of -127 throughout (Q8_K is symmetric): the int16 sums the AVX2 kernel adds before widening
+// come within 1% of their bound.
+void saturate(PanelProblem& p) {
+  const size_t nb = p.n_in / kKBlock, bytes = ggml_type_info(p.wt).block_bytes;
+  const size_t d_off = p.wt == GgmlType::Q6_K ? offsetof(BlockQ6_K, d) : 0;
+  const size_t d_len = p.wt == GgmlType::Q6_K ? 2 : 4;  // Q4_K/Q5_K: d, then dmin
+  for (size_t o = 0; o < p.n_out; ++o) {
+    for (size_t b = 0; b < nb; ++b) {
+      uint8_t* blk = p.w.data() + o * p.w_row_bytes + b * bytes;
+      uint8_t keep[4];
+      std::memcpy(keep, blk + d_off, d_len);
+      std::memset(blk, 0xFF, bytes);
+      std::memcpy(blk + d_off, keep, d_len);
+    }
+  }
+  const std::vector<float> x(p.n_in, -1.0f);
+  for (size_t r = 0; r < p.n_rows; ++r) {
+    quantize_activation_row(p.af, x.data(), p.n_in, p.act.data() + r * p.act_stride);
+  }
+  p.pm = pack_panels(p.wt, p.w.data(), p.w_row_bytes, p.n_in, p.n_out);
+  EXPECT_EQ(static_cast<int8_t>(p.row(0)[offsetof(BlockQ8_K, qs)]), -127);
+}
+
+// Every K panel kernel (AVX2, AVX-512; AMX is held to AVX-512 below) gives each output exactly
+// k_panel_dot's float steps on the stored row: decode and prefill tiles, a partial last panel
+// and half-panel, leftover rows, codes and scales at their extremes.
+TEST(KernelPanel, KQuantEqualsScalarPanelStepsBitwise) {
+  IsaGuard guard;
+  std::mt19937 rng(17);
+  for (Isa isa : {Isa::avx2, Isa::avx512}) {
+    if (isa > best_isa()) continue;
+    set_isa(isa);
+    for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+      ASSERT_TRUE(panel_supported(t)) << isa_name(isa);
+      for (size_t n_in : {256u, 1280u}) {
+        for (size_t n_out : {7u, 16u, 29u, 48u}) {
+          PanelProblem prob(t, n_in, n_out, 11, rng);
+          if (n_out == 48) saturate(prob);
+          for (size_t nr : {1u, 2u, 3u, 4u, 11u}) {
+            const auto got = prob.run(0, nr, 0, n_out);
+            for (size_t r = 0; r < nr; ++r) {
+              for (size_t o = 0; o < n_out; ++o) {
+                const float want =
+                    k_panel_dot(t, prob.w.data() + o * prob.w_row_bytes, prob.row(r), n_in);
+                ASSERT_TRUE(testing::same_bits(&got[r * n_out + o], &want, 1))
+                    << isa_name(isa) << " " << prob.label() << " rows " << nr << " row " << r
+                    << " output " << o << ": " << got[r * n_out + o] << " vs " << want;
+              }
+            }
+          }
+        }
+      }
     }
   }
 }
@@ -212,6 +279,7 @@ TEST(KernelPanel, WritesOnlyItsRange) {
   if (!have_panels()) GTEST_SKIP() << "no panel kernels on this CPU";
   std::mt19937 rng(3);
   for (GgmlType t : kTypes) {
+    if (!have_panels(t)) continue;
     PanelProblem prob(t, is_k_panel(t) ? 256 : 64, 40, 3, rng);
     const auto full = prob.run(0, 3, 0, 40);
     std::vector<float> y(3 * 40, -7.0f);

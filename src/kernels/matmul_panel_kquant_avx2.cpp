@@ -1,0 +1,355 @@
+// AVX2 products of K-quant panels (Q4_K, Q5_K, Q6_K; layouts in panel.h) with Q8_K activation
+// rows. Each output gets the integers sumi and summ of matmul_panel_kquant_avx512.cpp and the
+// same float steps in the same order,
+//   Q4_K/Q5_K: acc = fma(-float(summ), dmin_w * d_x, acc);  acc = fma(float(sumi), d_w * d_x, acc)
+//   Q6_K:      acc = fma(float(sumi), d_w * d_x, acc)
+// so an AVX2 machine computes every K-quant logit bit for bit as an AVX-512 or AMX one does.
+//
+// A 16-row panel is two halves of eight lanes (one 256-bit register each). Without vpdpbusd, a
+// quad of codes meets its activations in vpmaddubsw (u8 x i8, int16 pair sums); the int16 sums of
+// several quads of one sub-block are added and then widened by one vpmaddwd with the sub-block's
+// scale, which gives sc_k * dot_k directly. That is exact while no int16 sum can overflow: a
+// pair is at most 2 * umax * 128, so Q4_K (codes < 16) widens every 8 quads (30720), Q5_K (< 32)
+// every 4 (31744), Q6_K (< 64, stored as q + 32) every 2 (32256). Every integer is exact, so
+// neither the grouping nor the tile shape changes a result.
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/panel.h"
+#include "kernels/quant_blocks.h"
+
+namespace lift::kernels::detail {
+namespace {
+
+struct KArgs {
+  const PanelView& w;
+  const uint8_t* act;
+  size_t act_stride;
+  size_t nb;  // super-blocks per row
+  float* y;
+  size_t ldy;
+  size_t o_end;
+};
+
+constexpr size_t kQsOff = offsetof(BlockQ8_K, qs);
+constexpr size_t kBsumsOff = offsetof(BlockQ8_K, bsums);
+constexpr size_t kHalf = kPanelRows / 2;  // lanes per 256-bit register
+
+inline int32_t ld32(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+inline __m256i bcast32(const uint8_t* p) { return _mm256_set1_epi32(ld32(p)); }
+inline int16_t bsum(const uint8_t* blk, size_t j) {
+  int16_t v;
+  std::memcpy(&v, blk + kBsumsOff + 2 * j, 2);
+  return v;
+}
+inline float act_d(const uint8_t* blk) {
+  float v;
+  std::memcpy(&v, blk, 4);
+  return v;
+}
+inline __m256i load(const uint8_t* p) {
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(p));
+}
+inline __m128i load128(const uint8_t* p) {
+  return _mm_load_si128(reinterpret_cast<const __m128i*>(p));
+}
+// Eight f16 values of half h of a 16-lane row of f16.
+inline __m256 half8(const uint8_t* p, int h) { return _mm256_cvtph_ps(load128(p + 16 * h)); }
+
+// 16-bit shifts of whole registers (the callers mask away bits that cross bytes).
+template <int S>
+inline __m256i shift16(__m256i v) {
+  if constexpr (S > 0) return _mm256_slli_epi16(v, S);
+  if constexpr (S < 0) return _mm256_srli_epi16(v, -S);
+  return v;
+}
+
+// The eight lanes of half h of a 16-lane row of byte scales, each as the int16 pair (sc, sc)
+// that vpmaddwd multiplies a pair of int16 sums by: unsigned (Q4_K/Q5_K) or signed (Q6_K).
+template <bool kSigned>
+inline __m256i scale_pairs(const uint8_t* row, int h) {
+  const __m128i v = load128(row);
+  const __m128i twice = h == 0 ? _mm_unpacklo_epi8(v, v) : _mm_unpackhi_epi8(v, v);
+  return kSigned ? _mm256_cvtepi8_epi16(twice) : _mm256_cvtepu8_epi16(twice);
+}
+
+// Decode streams each panel once from DRAM: ask for the lines a fixed distance ahead of the
+// part being read (the blocks are contiguous, so this crosses into later ones).
+constexpr size_t kAhead = 4096;
+inline void prefetch_span(const uint8_t* p, size_t bytes) {
+  for (size_t off = 0; off < bytes; off += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(p + kAhead + off), _MM_HINT_T0);
+  }
+}
+
+inline void store_lanes(const KArgs& a, size_t o, size_t r, __m256 v) {
+  if (o >= a.o_end) return;
+  float* dst = a.y + r * a.ldy + o;
+  if (o + kHalf <= a.o_end) return _mm256_storeu_ps(dst, v);
+  alignas(32) float lanes[kHalf];
+  _mm256_store_ps(lanes, v);
+  for (size_t i = 0; o + i < a.o_end; ++i) dst[i] = lanes[i];
+}
+
+// Per format: offsets in a panel block (as the AVX-512 kernel's), sub-blocks per super-block,
+// and sub_block<R, H>(), which adds sc_k * dot_k of sub-block k to sumi for each row and half.
+// H halves from h0: the whole panel (H = 2) or one half.
+struct Q4K {
+  static constexpr size_t kSubs = 8, kHighOff = 0, kScOff = 2048, kMinOff = 2176;
+  static constexpr bool kHasMin = true;
+};
+struct Q5K {
+  static constexpr size_t kSubs = 8, kHighOff = 2048, kScOff = 2560, kMinOff = 2688;
+  static constexpr bool kHasMin = true;
+};
+struct Q6K {
+  static constexpr size_t kSubs = 16, kHighOff = 2048, kScOff = 3072;
+  static constexpr bool kHasMin = false;
+};
+template <class W>
+constexpr GgmlType type_of() {
+  return W::kSubs == 16 ? GgmlType::Q6_K : W::kHighOff != 0 ? GgmlType::Q5_K : GgmlType::Q4_K;
+}
+
+// Q4_K/Q5_K sub-block k: vectors 4k..4k+3; byte (v, lane, t) holds element 32k + 4v + t in its
+// low nibble and element 32k + 16 + 4v + t in its high one (Q5_K: 5th bits in the plane at
+// kHighOff, bit v for the low quad, bit v + 4 for the high one).
+template <class W, int R, int H>
+inline void affine_sub_block(const uint8_t* blk, const uint8_t* const* xb, size_t k, int h0,
+                             __m256i (&sumi)[R][H]) {
+  constexpr bool kQ5 = W::kHighOff != 0;
+  constexpr int kWidenEvery = kQ5 ? 2 : 4;  // vectors (two quads each) per widening
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  __m256i sc[H];
+  for (int h = 0; h < H; ++h) sc[h] = scale_pairs<false>(blk + W::kScOff + 16 * k, h0 + h);
+  __m256i s16[R][H];
+  auto quads = [&]<int V>() {
+    __m256i lo[H], hi[H];
+    for (int h = 0; h < H; ++h) {
+      const __m256i raw = load(blk + (4 * k + V) * 64 + 32 * (h0 + h));
+      lo[h] = _mm256_and_si256(raw, m4);
+      hi[h] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+      if constexpr (kQ5) {
+        const __m256i hv = load(blk + W::kHighOff + k * 64 + 32 * (h0 + h));
+        const __m256i m16 = _mm256_set1_epi8(0x10);
+        lo[h] = _mm256_or_si256(lo[h], _mm256_and_si256(shift16<4 - V>(hv), m16));
+        hi[h] = _mm256_or_si256(hi[h], _mm256_and_si256(shift16<-V>(hv), m16));
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m256i xl = bcast32(xb[r] + kQsOff + 32 * k + 4 * V);
+      const __m256i xh = bcast32(xb[r] + kQsOff + 32 * k + 16 + 4 * V);
+      for (int h = 0; h < H; ++h) {
+        const __m256i t =
+            _mm256_add_epi16(_mm256_maddubs_epi16(lo[h], xl), _mm256_maddubs_epi16(hi[h], xh));
+        s16[r][h] = V % kWidenEvery == 0 ? t : _mm256_add_epi16(s16[r][h], t);
+      }
+    }
+    if constexpr (V % kWidenEvery == kWidenEvery - 1) {
+      for (int r = 0; r < R; ++r) {
+        for (int h = 0; h < H; ++h) {
+          sumi[r][h] = _mm256_add_epi32(sumi[r][h], _mm256_madd_epi16(s16[r][h], sc[h]));
+        }
+      }
+    }
+  };
+  quads.template operator()<0>();
+  quads.template operator()<1>();
+  quads.template operator()<2>();
+  quads.template operator()<3>();
+}
+
+// Q6_K sub-block k (16 elements): vector 2k holds quads 0 and 1 in its low and high nibbles,
+// 2k + 1 quads 2 and 3; the plane at kHighOff the two top bits, quad j in bits 2j..2j+1.
+template <int R, int H>
+inline void q6_sub_block(const uint8_t* blk, const uint8_t* const* xb, size_t k, int h0,
+                         __m256i (&sumi)[R][H]) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
+  __m256i hv[H], sc[H];
+  for (int h = 0; h < H; ++h) {
+    hv[h] = load(blk + Q6K::kHighOff + k * 64 + 32 * (h0 + h));
+    sc[h] = scale_pairs<true>(blk + Q6K::kScOff + 16 * k, h0 + h);
+  }
+  for (int half = 0; half < 2; ++half) {  // quads 2*half and 2*half + 1
+    __m256i q0[H], q1[H];
+    for (int h = 0; h < H; ++h) {
+      const __m256i nv = load(blk + (2 * k + static_cast<size_t>(half)) * 64 + 32 * (h0 + h));
+      const __m256i hi0 = half == 0 ? _mm256_slli_epi16(hv[h], 4) : hv[h];
+      const __m256i hi1 = half == 0 ? _mm256_slli_epi16(hv[h], 2) : _mm256_srli_epi16(hv[h], 2);
+      q0[h] = _mm256_or_si256(_mm256_and_si256(nv, m4), _mm256_and_si256(hi0, m2));
+      q1[h] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(nv, 4), m4),
+                              _mm256_and_si256(hi1, m2));
+    }
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* x = xb[r] + kQsOff + 16 * k + 8 * static_cast<size_t>(half);
+      const __m256i x0 = bcast32(x), x1 = bcast32(x + 4);
+      for (int h = 0; h < H; ++h) {
+        const __m256i t =
+            _mm256_add_epi16(_mm256_maddubs_epi16(q0[h], x0), _mm256_maddubs_epi16(q1[h], x1));
+        sumi[r][h] = _mm256_add_epi32(sumi[r][h], _mm256_madd_epi16(t, sc[h]));
+      }
+    }
+  }
+}
+
+// Q6_K's codes carry +32: per lane and row, 32 * sum_k sc_k * xsum_k comes off sumi. The scales
+// of sub-blocks 2i and 2i + 1 interleaved as int16 pairs meet the Q8_K bsums pair (2i, 2i + 1).
+template <int R, int H>
+inline void q6_bias(const uint8_t* blk, const uint8_t* const* xb, int h0, __m256i (&sumi)[R][H]) {
+  __m256i bias[R][H];
+  for (int i = 0; i < 8; ++i) {
+    const __m128i r0 = load128(blk + Q6K::kScOff + 32 * static_cast<size_t>(i));
+    const __m128i r1 = load128(blk + Q6K::kScOff + 32 * static_cast<size_t>(i) + 16);
+    __m256i pairs[H];
+    for (int h = 0; h < H; ++h) {
+      pairs[h] =
+          _mm256_cvtepi8_epi16(h0 + h == 0 ? _mm_unpacklo_epi8(r0, r1) : _mm_unpackhi_epi8(r0, r1));
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m256i bs = bcast32(xb[r] + kBsumsOff + 4 * static_cast<size_t>(i));
+      for (int h = 0; h < H; ++h) {
+        const __m256i t = _mm256_madd_epi16(pairs[h], bs);
+        bias[r][h] = i == 0 ? t : _mm256_add_epi32(bias[r][h], t);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int h = 0; h < H; ++h) {
+      sumi[r][h] = _mm256_sub_epi32(sumi[r][h], _mm256_slli_epi32(bias[r][h], 5));
+    }
+  }
+}
+
+// Outputs of panel p, halves h0..h0+H-1, for activation rows r0..r0+R-1.
+template <class W, int R, int H>
+void k_tile(const KArgs& a, size_t p, int h0, size_t r0) {
+  constexpr size_t kBlockBytes = k_panel_block_bytes(type_of<W>());
+  constexpr size_t kScaleBytes = k_panel_scale_bytes(type_of<W>());
+  const uint8_t* pw = panel_at(a.w, p);
+  const uint8_t* ps = pw + a.nb * kBlockBytes;
+  const uint8_t* xr[R];
+  for (int r = 0; r < R; ++r) xr[r] = a.act + (r0 + static_cast<size_t>(r)) * a.act_stride;
+  __m256 acc[R][H];
+  for (auto& row : acc) {
+    for (auto& v : row) v = _mm256_setzero_ps();
+  }
+  for (size_t b = 0; b < a.nb; ++b) {
+    const uint8_t* xb[R];
+    __m256 dx[R];
+    for (int r = 0; r < R; ++r) {
+      xb[r] = xr[r] + b * sizeof(BlockQ8_K);
+      dx[r] = _mm256_set1_ps(act_d(xb[r]));
+    }
+    const uint8_t* blk = pw + b * kBlockBytes;
+    const uint8_t* scales = ps + b * kScaleBytes;
+    if constexpr (R < 4) {  // decode tiles stream the panel once; prefill tiles meet it cached
+      prefetch_span(blk, kBlockBytes);
+      _mm_prefetch(reinterpret_cast<const char*>(scales + 8 * kScaleBytes), _MM_HINT_T0);
+    }
+    if constexpr (W::kHasMin) {
+      // The min term: per lane sum_k m_k * xsum_k, two sub-blocks per vpmaddwd.
+      __m256i summ[R][H];
+      for (int i = 0; i < 4; ++i) {
+        __m256i xp[R];
+        for (int r = 0; r < R; ++r) {
+          const int32_t s0 = bsum(xb[r], 4 * i) + bsum(xb[r], 4 * i + 1);
+          const int32_t s1 = bsum(xb[r], 4 * i + 2) + bsum(xb[r], 4 * i + 3);
+          xp[r] = _mm256_set1_epi32(static_cast<int32_t>((static_cast<uint32_t>(s0) & 0xFFFFu) |
+                                                         (static_cast<uint32_t>(s1) << 16)));
+        }
+        for (int h = 0; h < H; ++h) {
+          const __m256i mv = _mm256_cvtepu8_epi16(
+              load128(blk + W::kMinOff + 32 * static_cast<size_t>(i) + 16 * (h0 + h)));
+          for (int r = 0; r < R; ++r) {
+            const __m256i t = _mm256_madd_epi16(mv, xp[r]);
+            summ[r][h] = i == 0 ? t : _mm256_add_epi32(summ[r][h], t);
+          }
+        }
+      }
+      for (int h = 0; h < H; ++h) {
+        const __m256 dmin = half8(scales + 32, h0 + h);
+        for (int r = 0; r < R; ++r) {
+          acc[r][h] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(summ[r][h]), _mm256_mul_ps(dmin, dx[r]),
+                                       acc[r][h]);
+        }
+      }
+    }
+    __m256i sumi[R][H];
+    for (auto& row : sumi) {
+      for (auto& v : row) v = _mm256_setzero_si256();
+    }
+    for (size_t k = 0; k < W::kSubs; ++k) {
+      if constexpr (W::kHasMin) {
+        affine_sub_block<W, R, H>(blk, xb, k, h0, sumi);
+      } else {
+        q6_sub_block<R, H>(blk, xb, k, h0, sumi);
+      }
+    }
+    if constexpr (!W::kHasMin) q6_bias<R, H>(blk, xb, h0, sumi);
+    for (int h = 0; h < H; ++h) {
+      const __m256 d = half8(scales, h0 + h);
+      for (int r = 0; r < R; ++r) {
+        acc[r][h] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[r][h]), _mm256_mul_ps(d, dx[r]), acc[r][h]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int h = 0; h < H; ++h) {
+      store_lanes(a, p * kPanelRows + static_cast<size_t>(h0 + h) * kHalf,
+                  r0 + static_cast<size_t>(r), acc[r][h]);
+    }
+  }
+}
+
+// One tile of exactly m rows, 1 <= m <= M.
+template <class W, int M, int H>
+void k_rest(const KArgs& a, size_t p, int h0, size_t r, size_t m) {
+  if (m == static_cast<size_t>(M)) return k_tile<W, M, H>(a, p, h0, r);
+  if constexpr (M > 1) k_rest<W, M - 1, H>(a, p, h0, r, m);
+}
+
+// Row blocks of 64 stay in L2 while the panels stream past. Decode batches (< 4 rows) take the
+// whole panel per tile, so each code vector is loaded once; larger batches take one half-panel
+// by 4 rows, which keeps the int16 and int32 sums of every (row, half) pair in the 16 registers.
+template <class W>
+void k_loop(const KArgs& a, size_t p_begin, size_t p_end, size_t n_rows) {
+  constexpr size_t kRowBlock = 64;
+  constexpr int kWideR = 4;
+  for (size_t rb = 0; rb < n_rows; rb += kRowBlock) {
+    const size_t re = min_of(n_rows, rb + kRowBlock);
+    for (size_t p = p_begin; p < p_end; ++p) {
+      if (re - rb < 4) {
+        k_rest<W, 3, 2>(a, p, 0, rb, re - rb);
+        continue;
+      }
+      for (int h = 0; h < 2; ++h) {
+        if (p * kPanelRows + static_cast<size_t>(h) * kHalf >= a.o_end) break;
+        size_t r = rb;
+        for (; r + kWideR <= re; r += kWideR) k_tile<W, kWideR, 1>(a, p, h, r);
+        if (r < re) k_rest<W, kWideR - 1, 1>(a, p, h, r, re - r);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void matmul_k_panels_avx2(const PanelView& w, const uint8_t* act, size_t act_stride, size_t n_rows,
+                          float* y, size_t ldy, size_t o_begin, size_t o_end) {
+  const KArgs a{w, act, act_stride, w.n_in / kKBlock, y, ldy, o_end};
+  const size_t p_begin = o_begin / kPanelRows;
+  const size_t p_end = (o_end + kPanelRows - 1) / kPanelRows;
+  if (w.type == GgmlType::Q4_K) return k_loop<Q4K>(a, p_begin, p_end, n_rows);
+  if (w.type == GgmlType::Q5_K) return k_loop<Q5K>(a, p_begin, p_end, n_rows);
+  if (w.type == GgmlType::Q6_K) return k_loop<Q6K>(a, p_begin, p_end, n_rows);
+}
+
+}  // namespace lift::kernels::detail
