@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages lift needs to build, test and benchmark (and Node.js + npm
-# for the HTTP tests, qemu-user for running the tests on emulated CPUs without AVX-512/AVX2).
+# for the HTTP tests, qemu-user for running the tests on emulated CPUs without AVX-512/AVX2,
+# nginx for the replicas test: tests/deploy/replicas_test.py runs its own instance, on loopback).
 # Idempotent: does nothing when everything is already there.
 set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config g++ clang-14 libclang-rt-14-dev lld-14
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcpp-httplib-dev
-  libxxhash-dev libcli11-dev libpcre2-dev clang-format-14 qemu-user python3-jinja2
+  libxxhash-dev libcli11-dev libpcre2-dev clang-format-14 qemu-user python3-jinja2 nginx
 )
 missing=()
 for p in "${packages[@]}"; do
