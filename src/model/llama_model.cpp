@@ -1,9 +1,14 @@
 #include "model/llama_model.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
+#include <exception>
+#include <mutex>
 #include <numbers>
+#include <system_error>
+#include <thread>
 
 #include "kernels/dequant.h"
 #include "kernels/ops.h"
@@ -205,13 +210,44 @@ void LlamaModel::init_rope() {
 }
 
 void LlamaModel::pack_weights() {
-  std::vector<Matrix*> all{&output_};
+  std::vector<Matrix*> todo{&output_};
   for (LayerWeights& w : layers_) {
-    for (Matrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) all.push_back(m);
+    for (Matrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) todo.push_back(m);
   }
-  for (Matrix* m : all) {
-    if (!kernels::panel_supported(m->type)) continue;
-    panels_.push_back(kernels::pack_panels(m->type, m->data, m->row_bytes, m->n_in, m->n_out));
+  std::erase_if(todo, [](const Matrix* m) { return !kernels::panel_supported(m->type); });
+  // Matrices pack independently: spread them over the cores (one core repacks an 8B model's
+  // K-quants in tens of seconds). The first error wins; the others' work is dropped.
+  std::vector<kernels::PanelMatrix> packed(todo.size());
+  std::atomic<size_t> next{0};
+  std::exception_ptr error;
+  std::mutex error_mu;
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < todo.size();) {
+      try {
+        const Matrix& m = *todo[i];
+        packed[i] = kernels::pack_panels(m.type, m.data, m.row_bytes, m.n_in, m.n_out);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mu);
+        if (!error) error = std::current_exception();
+      }
+    }
+  };
+  const size_t n_threads =
+      std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), todo.size());
+  std::vector<std::thread> threads;
+  for (size_t t = 1; t < n_threads; ++t) {
+    try {
+      threads.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // fewer threads (the caller's included) do the rest
+    }
+  }
+  work();
+  for (std::thread& t : threads) t.join();
+  if (error) std::rethrow_exception(error);
+  for (size_t i = 0; i < todo.size(); ++i) {
+    Matrix* m = todo[i];
+    panels_.push_back(std::move(packed[i]));
     m->panel = &panels_.back();
     // The panels are the copy products read; the file's pages need not stay resident (they
     // come back from the file if a lookup or another backend reads the rows).
