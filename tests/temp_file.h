@@ -4,9 +4,12 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <mutex>
 #include <string>
 #include <system_error>
+#include <vector>
 
 namespace lift::test {
 
@@ -27,5 +30,23 @@ class TempFile {
  private:
   std::string path_;
 };
+
+// For a file written once per process and shared by its tests (a model several tests load):
+// removed when the process exits normally.
+inline void remove_at_exit(const std::string& path) {
+  static std::mutex mu;
+  static std::vector<std::string>* paths = nullptr;  // never destroyed: atexit reads it
+  std::lock_guard<std::mutex> lock(mu);
+  if (paths == nullptr) {
+    paths = new std::vector<std::string>;
+    std::atexit([] {
+      for (const std::string& p : *paths) {
+        std::error_code ec;
+        std::filesystem::remove(p, ec);
+      }
+    });
+  }
+  paths->push_back(path);
+}
 
 }  // namespace lift::test

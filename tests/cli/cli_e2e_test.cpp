@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "temp_file.h"
 #include "test_paths.h"
 
 namespace lift {
@@ -114,6 +115,7 @@ const std::string& short_context_model() {
                          " --vocab-from " +
                          test::model_path("stories260K/stories260K.gguf"));
     EXPECT_EQ(r.status, 0) << r.out;
+    test::remove_at_exit(p);
     return p;
   }();
   return path;

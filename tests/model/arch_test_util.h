@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gguf/gguf_writer.h"
+#include "temp_file.h"
 
 namespace lift::test {
 
@@ -149,6 +150,7 @@ inline std::string write_tiny(const gguf::Writer& g, const std::string& tag) {
   const std::string path =
       ::testing::TempDir() + "lift-tiny-" + tag + "-" + std::to_string(::getpid()) + ".gguf";
   g.write(path);
+  remove_at_exit(path);
   return path;
 }
 

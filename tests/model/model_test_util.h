@@ -16,6 +16,7 @@
 #include "kernels/backend.h"
 #include "model/llama_model.h"
 #include "model/synthetic_model.h"
+#include "temp_file.h"
 #include "test_compare.h"
 #include "test_paths.h"
 
@@ -61,6 +62,7 @@ inline std::string resolve_model(const std::string& name) {
     if (ggml_type_name(t) == type) spec.type = t;
   }
   write_synthetic_model(spec, path);
+  remove_at_exit(path);
   return path;
 }
 
