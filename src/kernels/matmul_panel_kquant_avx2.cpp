@@ -18,24 +18,13 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/panel.h"
-#include "kernels/quant_blocks.h"
+#include "kernels/matmul_panel_kquant.h"
 
 namespace lift::kernels::detail {
 namespace {
 
-struct KArgs {
-  const PanelView& w;
-  const uint8_t* act;
-  size_t act_stride;
-  size_t nb;  // super-blocks per row
-  float* y;
-  size_t ldy;
-  size_t o_end;
-};
-
-constexpr size_t kQsOff = offsetof(BlockQ8_K, qs);
-constexpr size_t kBsumsOff = offsetof(BlockQ8_K, bsums);
+constexpr size_t kQsOff = kQ8KQsOff;
+constexpr size_t kBsumsOff = kQ8KBsumsOff;
 constexpr size_t kHalf = kPanelRows / 2;  // lanes per 256-bit register
 
 inline int32_t ld32(const uint8_t* p) {
@@ -44,16 +33,6 @@ inline int32_t ld32(const uint8_t* p) {
   return v;
 }
 inline __m256i bcast32(const uint8_t* p) { return _mm256_set1_epi32(ld32(p)); }
-inline int16_t bsum(const uint8_t* blk, size_t j) {
-  int16_t v;
-  std::memcpy(&v, blk + kBsumsOff + 2 * j, 2);
-  return v;
-}
-inline float act_d(const uint8_t* blk) {
-  float v;
-  std::memcpy(&v, blk, 4);
-  return v;
-}
 inline __m256i load(const uint8_t* p) {
   return _mm256_load_si256(reinterpret_cast<const __m256i*>(p));
 }
@@ -98,25 +77,11 @@ inline void store_lanes(const KArgs& a, size_t o, size_t r, __m256 v) {
   for (size_t i = 0; o + i < a.o_end; ++i) dst[i] = lanes[i];
 }
 
-// Per format: offsets in a panel block (as the AVX-512 kernel's), sub-blocks per super-block,
-// and sub_block<R, H>(), which adds sc_k * dot_k of sub-block k to sumi for each row and half.
-// H halves from h0: the whole panel (H = 2) or one half.
-struct Q4K {
-  static constexpr size_t kSubs = 8, kHighOff = 0, kScOff = 2048, kMinOff = 2176;
-  static constexpr bool kHasMin = true;
-};
-struct Q5K {
-  static constexpr size_t kSubs = 8, kHighOff = 2048, kScOff = 2560, kMinOff = 2688;
-  static constexpr bool kHasMin = true;
-};
-struct Q6K {
-  static constexpr size_t kSubs = 16, kHighOff = 2048, kScOff = 3072;
-  static constexpr bool kHasMin = false;
-};
-template <class W>
-constexpr GgmlType type_of() {
-  return W::kSubs == 16 ? GgmlType::Q6_K : W::kHighOff != 0 ? GgmlType::Q5_K : GgmlType::Q4_K;
-}
+// Per format (matmul_panel_kquant.h's layouts): sub-block k's sc_k * dot_k goes into sumi for
+// each row and half, H halves from h0 (the whole panel, H = 2, or one half).
+using Q4K = KPanelQ4K;
+using Q5K = KPanelQ5K;
+using Q6K = KPanelQ6K;
 
 // Q4_K/Q5_K sub-block k: vectors 4k..4k+3; byte (v, lane, t) holds element 32k + 4v + t in its
 // low nibble and element 32k + 16 + 4v + t in its high one (Q5_K: 5th bits in the plane at
@@ -230,8 +195,7 @@ inline void q6_bias(const uint8_t* blk, const uint8_t* const* xb, int h0, __m256
 // Outputs of panel p, halves h0..h0+H-1, for activation rows r0..r0+R-1.
 template <class W, int R, int H>
 void k_tile(const KArgs& a, size_t p, int h0, size_t r0) {
-  constexpr size_t kBlockBytes = k_panel_block_bytes(type_of<W>());
-  constexpr size_t kScaleBytes = k_panel_scale_bytes(type_of<W>());
+  constexpr size_t kBlockBytes = W::kBlockBytes, kScaleBytes = W::kScaleBytes;
   const uint8_t* pw = panel_at(a.w, p);
   const uint8_t* ps = pw + a.nb * kBlockBytes;
   const uint8_t* xr[R];
@@ -245,7 +209,7 @@ void k_tile(const KArgs& a, size_t p, int h0, size_t r0) {
     __m256 dx[R];
     for (int r = 0; r < R; ++r) {
       xb[r] = xr[r] + b * sizeof(BlockQ8_K);
-      dx[r] = _mm256_set1_ps(act_d(xb[r]));
+      dx[r] = _mm256_set1_ps(q8k_d(xb[r]));
     }
     const uint8_t* blk = pw + b * kBlockBytes;
     const uint8_t* scales = ps + b * kScaleBytes;
@@ -259,8 +223,8 @@ void k_tile(const KArgs& a, size_t p, int h0, size_t r0) {
       for (int i = 0; i < 4; ++i) {
         __m256i xp[R];
         for (int r = 0; r < R; ++r) {
-          const int32_t s0 = bsum(xb[r], 4 * i) + bsum(xb[r], 4 * i + 1);
-          const int32_t s1 = bsum(xb[r], 4 * i + 2) + bsum(xb[r], 4 * i + 3);
+          const int32_t s0 = q8k_bsum(xb[r], 4 * i) + q8k_bsum(xb[r], 4 * i + 1);
+          const int32_t s1 = q8k_bsum(xb[r], 4 * i + 2) + q8k_bsum(xb[r], 4 * i + 3);
           xp[r] = _mm256_set1_epi32(static_cast<int32_t>((static_cast<uint32_t>(s0) & 0xFFFFu) |
                                                          (static_cast<uint32_t>(s1) << 16)));
         }

@@ -13,39 +13,17 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/panel.h"
-#include "kernels/quant_blocks.h"
+#include "kernels/matmul_panel_kquant.h"
 
 namespace lift::kernels::detail {
 namespace {
 
-struct KArgs {
-  const PanelView& w;
-  const uint8_t* act;
-  size_t act_stride;
-  size_t nb;  // super-blocks per row
-  float* y;
-  size_t ldy;
-  size_t o_end;
-};
-
-constexpr size_t kQsOff = offsetof(BlockQ8_K, qs);
-constexpr size_t kBsumsOff = offsetof(BlockQ8_K, bsums);
+constexpr size_t kQsOff = kQ8KQsOff;
 
 inline __m512i bcast32(const uint8_t* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
   return _mm512_set1_epi32(v);
-}
-inline int16_t bsum(const uint8_t* blk, size_t j) {
-  int16_t v;
-  std::memcpy(&v, blk + kBsumsOff + 2 * j, 2);
-  return v;
-}
-inline float act_d(const uint8_t* blk) {
-  float v;
-  std::memcpy(&v, blk, 4);
-  return v;
 }
 // Q5_K high-nibble quads: bit v + 4 down to bit 4.
 inline __m512i hv_shift_right(__m512i hv, size_t v) {
@@ -75,29 +53,19 @@ inline void prefetch_span(const uint8_t* p, size_t bytes) {
   }
 }
 
-// Offsets within one panel block (panel.h): sub-block scales, Q4_K/Q5_K's mins (int16-pair
-// order) and Q5_K's 5th-bit plane (0: none). kWideR: rows per prefill tile (k_loop).
-struct Q4K {
-  static constexpr GgmlType kType = GgmlType::Q4_K;
-  static constexpr size_t kSubs = 8, kHighOff = 0, kScOff = 2048, kMinOff = 2176;
+// Rows per prefill tile (k_loop) on top of the shared layouts.
+struct Q4K : KPanelQ4K {
   static constexpr int kWideR = 4;
 };
-struct Q5K {
-  static constexpr GgmlType kType = GgmlType::Q5_K;
-  static constexpr size_t kSubs = 8, kHighOff = 2048, kScOff = 2560, kMinOff = 2688;
+struct Q5K : KPanelQ5K {
   static constexpr int kWideR = 4;
 };
-struct Q6K {
-  static constexpr GgmlType kType = GgmlType::Q6_K;
-  static constexpr size_t kSubs = 16, kHighOff = 2048, kScOff = 3072, kMinOff = 0;
+struct Q6K : KPanelQ6K {
   static constexpr int kWideR = 8;
 };
 template <class W>
 struct Layout : W {
-  static constexpr size_t kBlockBytes = k_panel_block_bytes(W::kType);
-  static constexpr size_t kScaleBytes = k_panel_scale_bytes(W::kType);
-  static constexpr size_t kSubBytes = kBlockBytes / W::kSubs;  // for prefetching only
-  static constexpr bool kHasMin = W::kMinOff != 0;
+  static constexpr size_t kSubBytes = W::kBlockBytes / W::kSubs;  // for prefetching only
 };
 
 template <class W, int C, int R>
@@ -120,7 +88,7 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
     __m512 dx[R];
     for (int r = 0; r < R; ++r) {
       xb[r] = xr[r] + b * sizeof(BlockQ8_K);
-      dx[r] = _mm512_set1_ps(act_d(xb[r]));
+      dx[r] = _mm512_set1_ps(q8k_d(xb[r]));
     }
     const uint8_t* blk[C];
     for (int c = 0; c < C; ++c) blk[c] = pw[c] + b * W::kBlockBytes;
@@ -135,8 +103,8 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
       for (int i = 0; i < 4; ++i) {
         __m512i xp[R];
         for (int r = 0; r < R; ++r) {
-          const int32_t s0 = bsum(xb[r], 4 * i) + bsum(xb[r], 4 * i + 1);
-          const int32_t s1 = bsum(xb[r], 4 * i + 2) + bsum(xb[r], 4 * i + 3);
+          const int32_t s0 = q8k_bsum(xb[r], 4 * i) + q8k_bsum(xb[r], 4 * i + 1);
+          const int32_t s1 = q8k_bsum(xb[r], 4 * i + 2) + q8k_bsum(xb[r], 4 * i + 3);
           xp[r] = _mm512_set1_epi32(static_cast<int32_t>((static_cast<uint32_t>(s0) & 0xFFFFu) |
                                                          (static_cast<uint32_t>(s1) << 16)));
         }
@@ -197,7 +165,7 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
       } else {
         // Q6_K: the codes' +32 offset is taken out up front, -32 * xsum_k.
         for (int r = 0; r < R; ++r) {
-          const __m512i bias = _mm512_set1_epi32(-32 * bsum(xb[r], k));
+          const __m512i bias = _mm512_set1_epi32(-32 * q8k_bsum(xb[r], k));
           for (int c = 0; c < C; ++c) dot[r][c] = bias;
         }
         const __m512i m2 = _mm512_set1_epi8(0x30);

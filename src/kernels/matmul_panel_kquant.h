@@ -1,0 +1,55 @@
+// What the K-quant panel kernels (matmul_panel_kquant_avx2.cpp, _avx512.cpp) share: their
+// arguments, where things sit in a panel block (layouts in panel.h) and in a Q8_K row.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/panel.h"
+#include "kernels/quant_blocks.h"
+
+namespace lift::kernels::detail {
+
+struct KArgs {
+  const PanelView& w;
+  const uint8_t* act;
+  size_t act_stride;
+  size_t nb;  // super-blocks per row
+  float* y;
+  size_t ldy;
+  size_t o_end;
+};
+
+// Offsets within one panel block: the codes' high-bit plane (0: none), the sub-block scales,
+// Q4_K/Q5_K's mins in int16-pair order (0: no min term).
+template <GgmlType T, size_t Subs, size_t HighOff, size_t ScOff, size_t MinOff>
+struct KPanelLayout {
+  static constexpr GgmlType kType = T;
+  static constexpr size_t kSubs = Subs, kHighOff = HighOff, kScOff = ScOff, kMinOff = MinOff;
+  static constexpr size_t kBlockBytes = k_panel_block_bytes(T);
+  static constexpr size_t kScaleBytes = k_panel_scale_bytes(T);
+  static constexpr bool kHasMin = MinOff != 0;
+};
+using KPanelQ4K = KPanelLayout<GgmlType::Q4_K, 8, 0, 2048, 2176>;
+using KPanelQ5K = KPanelLayout<GgmlType::Q5_K, 8, 2048, 2560, 2688>;
+using KPanelQ6K = KPanelLayout<GgmlType::Q6_K, 16, 2048, 3072, 0>;
+
+inline constexpr size_t kQ8KQsOff = offsetof(BlockQ8_K, qs);
+inline constexpr size_t kQ8KBsumsOff = offsetof(BlockQ8_K, bsums);
+
+inline namespace LIFT_TARGET_NS {
+// A Q8_K row's 16-element sum j and scale.
+inline int16_t q8k_bsum(const uint8_t* blk, size_t j) {
+  int16_t v;
+  std::memcpy(&v, blk + kQ8KBsumsOff + 2 * j, 2);
+  return v;
+}
+inline float q8k_d(const uint8_t* blk) {
+  float v;
+  std::memcpy(&v, blk, 4);
+  return v;
+}
+}  // namespace LIFT_TARGET_NS
+
+}  // namespace lift::kernels::detail
