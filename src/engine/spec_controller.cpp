@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "engine/draft_proposer.h"
 #include "engine/ngram_proposer.h"
@@ -181,11 +182,31 @@ void SpecController::plan(const std::vector<Sequence*>& running, size_t base_tok
   last_.n_spec = n_spec;
   last_.cost = cost;
   // Keep the estimates alive: now and then one sequence held at 0 drafts one token.
-  if (n_spec == 0 && step_ % kProbeInterval == 0) {
-    cand_[(step_ / kProbeInterval) % cand_.size()]->spec_k = 1;
-    last_.probe = true;
-    ++last_.n_tokens;
+  if (n_spec > 0) {
+    probe_interval_ = kProbeInterval;
+    return;
   }
+  // A free proposer's probes rotate over the sequences every kProbeInterval steps; a costly
+  // one's come ever rarer and go where it has the least to catch up on (ties rotate).
+  const bool costly = proposer.cost_seconds(1, 1) > 0;
+  if (costly ? step_ - last_probe_ < probe_interval_ : step_ % kProbeInterval != 0) return;
+  const size_t from = (step_ / kProbeInterval) % cand_.size();
+  Sequence* probe = cand_[from];
+  size_t least_lag = SIZE_MAX;
+  for (size_t i = 0; costly && i < cand_.size(); ++i) {
+    Sequence* s = cand_[(from + i) % cand_.size()];
+    const size_t lag = s->tokens.size() - std::min(s->tokens.size(), s->proposer_computed);
+    if (lag < least_lag) {
+      least_lag = lag;
+      probe = s;
+    }
+  }
+  probe->spec_k = 1;
+  last_.probe = true;
+  ++last_.n_tokens;
+  last_probe_ = step_;
+  if (costly) probe_interval_ = std::min(2 * probe_interval_, kMaxProbeInterval);
+  last_.probe_interval = probe_interval_;
 }
 
 }  // namespace lift

@@ -10,6 +10,8 @@
 #include <cmath>
 #include <memory>
 #include <random>
+#include <span>
+#include <string_view>
 
 #include "engine/ngram_proposer.h"
 #include "engine/request.h"
@@ -55,12 +57,29 @@ struct Outcome {
 // tokens each step emits) through the controller, the cost of each from `law` and `noise`,
 // each draft token accepted with probability `alpha` (independently), and counts what the
 // controller asked for after `warmup` steps.
+// A proposer whose time the controller must weigh, like a draft model's: it never proposes
+// anything itself (the simulation decides acceptance), it only reports a cost.
+class CostlyProposer : public Proposer {
+ public:
+  explicit CostlyProposer(double seconds) : seconds_(seconds) {}
+  std::string_view name() const override { return "costly"; }
+  void propose(std::span<const DraftRequest>, std::span<Draft>) override {}
+  double cost_seconds(size_t n_seqs, size_t k) const override {
+    return seconds_ * static_cast<double>(k) * (n_seqs > 0 ? 1 : 0);
+  }
+
+ private:
+  double seconds_;
+};
+
 Outcome simulate(size_t n_seqs, size_t context, CostLaw law, Noise noise, double alpha,
-                 size_t steps, size_t warmup = 64, uint32_t seed = 7) {
+                 size_t steps, size_t warmup = 64, uint32_t seed = 7,
+                 const Proposer* proposer = nullptr) {
   SpecConfig sc;
   sc.method = SpecMethod::ngram;
   sc.max_tokens = 8;
-  NgramProposer ngram(1, 4);
+  NgramProposer ngram_proposer(1, 4);
+  const Proposer& ngram = proposer != nullptr ? *proposer : ngram_proposer;
   SpecController c(sc, 512);
   RequestState req;
   req.params.max_tokens = 1 << 20;
@@ -117,6 +136,58 @@ TEST(SpecController, RowsThatCostTheirShareGetNoDraftsAtSixteenSequences) {
     EXPECT_LE(o.draft_tokens, o.steps / SpecController::kProbeInterval + o.steps / 100)
         << "seed " << seed;
   }
+}
+
+TEST(SpecController, ProbesOfAProposerWithACostBackOffWhileTheyDoNotPay) {
+  // A draft that is never accepted, on a memory-bound target: every probe makes the draft
+  // catch up on the tokens it missed, so probes must become rare, not stay one per 8 steps.
+  const CostLaw law{1e-3, 1e-5, 0};
+  const CostlyProposer draft(1e-4);
+  const Outcome o = simulate(4, 64, law, Noise(10), 0.0, 4000, 64, 7, &draft);
+  EXPECT_EQ(o.steps_beyond_probe, 0u);
+  // Doubling from 8 to 1024 steps, then one per 1024: at most a dozen in 4,000 steps.
+  EXPECT_LE(o.draft_tokens, 12u);
+  EXPECT_GE(o.draft_tokens, 3u);  // but still some: the estimate is kept alive
+  // The free n-gram lookup keeps its probe every kProbeInterval steps.
+  const Outcome free = simulate(4, 64, law, Noise(10), 0.0, 4000);
+  EXPECT_GE(free.draft_tokens, 4000 / SpecController::kProbeInterval * 9 / 10);
+}
+
+TEST(SpecController, AProbeGoesToTheSequenceItsProposerLagsLeast) {
+  SpecConfig sc;
+  sc.method = SpecMethod::ngram;
+  sc.max_tokens = 4;
+  const CostlyProposer draft(1e-4);
+  SpecController c(sc, 512);
+  RequestState req;
+  req.params.max_tokens = 1000;
+  std::vector<std::unique_ptr<Sequence>> seqs;
+  std::vector<Sequence*> running;
+  for (size_t i = 0; i < 4; ++i) {
+    auto s = std::make_unique<Sequence>();
+    s->req = &req;
+    s->status = SeqStatus::running;
+    s->n_prompt = 1;
+    s->tokens.assign(100, 5);
+    s->n_computed = 99;
+    s->proposer_computed = i == 2 ? 98 : 40;  // the draft is nearly up to date on one of them
+    s->spec_seen = 50;                        // and never accepted anything
+    running.push_back(s.get());
+    seqs.push_back(std::move(s));
+  }
+  for (int i = 0; i < 64; ++i) c.observe_step(4, 1e-3, 400);
+  for (int i = 0; i < 64; ++i) c.observe_step(5, 1.01e-3, 500);
+  for (Sequence* s : running) c.observe_draft(*s, 4, 0, true);
+  bool probed = false;
+  for (uint64_t step = 1; step <= SpecController::kProbeInterval; ++step) {
+    c.plan(running, 4, 4096, draft);
+    if (!c.last_plan().probe) continue;
+    probed = true;
+    EXPECT_EQ(running[2]->spec_k, 1u);
+    EXPECT_EQ(running[0]->spec_k + running[1]->spec_k + running[3]->spec_k, 0u);
+    EXPECT_EQ(c.last_plan().probe_interval, 2 * SpecController::kProbeInterval);
+  }
+  EXPECT_TRUE(probed);
 }
 
 TEST(SpecController, RowsThatCostTheirShareGetNoDraftsEvenWithGoodAcceptance) {
