@@ -8,6 +8,7 @@ packages=(
   build-essential cmake ninja-build pkg-config g++ clang-14 libclang-rt-14-dev lld-14
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcpp-httplib-dev
   libxxhash-dev libcli11-dev libpcre2-dev clang-format-14 qemu-user python3-jinja2 nginx
+  libopenmpi-dev openmpi-bin
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -3,7 +3,8 @@
 #   1. g++ Release build, warnings as errors, every test under ctest -j2; then its tests on
 #      every kernel path (LIFT_ISA) and on emulated CPUs without AVX-512 / AVX (qemu-user)
 #   2. black-box HTTP tests of `lift serve` (stage 1's binary) with the OpenAI Node SDK; two
-#      replicas behind nginx (deploy/nginx): session affinity, failover, drain on SIGTERM
+#      replicas behind nginx (deploy/nginx): session affinity, failover, drain on SIGTERM;
+#      tensor parallelism (mpirun, --tp 2 and 4) bitwise against one rank
 #   3. clang-14 build with AddressSanitizer + UndefinedBehaviorSanitizer, library unit tests
 #   4. libFuzzer, two targets at a time, 6-18 s each (the list below): the GGUF reader, the
 #      HTTP request parser, the completion, chat and tokenize body parsers, the chat-template
@@ -75,6 +76,10 @@ LIFT_BIN=build/ci-gcc/lift bash scripts/http_tests.sh
 stage "replicas behind nginx: affinity, failover, drain"
 # Two `lift serve` replicas and nginx with deploy/nginx/lift-replicas.conf.in, all on loopback.
 python3 tests/deploy/replicas_test.py build/ci-gcc/lift
+
+stage "tensor parallelism over MPI: 2 and 4 ranks bitwise one rank"
+# `mpirun -np N lift serve --tp N` against one rank on every archs and quantized model.
+python3 tests/parallel/tp_test.py build/ci-gcc/lift
 
 stage "clang-14 asan+ubsan build + library unit tests"
 # The sanitizer build leaves out the files named *_e2e_test.cpp (CMakeLists.txt), so every E2E*

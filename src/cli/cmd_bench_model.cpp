@@ -20,6 +20,9 @@
 #include "kernels/probes.h"
 #include "kv/kv_cache.h"
 #include "model/llama_model.h"
+#include "parallel/comm.h"
+#include "parallel/tp_backend.h"
+#include "parallel/tp_step.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
 
@@ -39,6 +42,7 @@ struct ModelBenchOptions {
   bool exact_activations = false;
   bool probes = true;
   std::string kv_type = "f32";
+  int tp = 1;
 };
 
 struct Stats {
@@ -52,8 +56,10 @@ Stats stats(std::vector<double> v) {
 // Runs sequences through the model directly (no scheduler): each gets its own run of blocks.
 class Bench {
  public:
-  Bench(LlamaModel& m, Backend& be, size_t n_seqs, size_t max_len, KvType kv_type)
-      : m_(m), be_(be), kv_(m.config(), n_seqs * ((max_len + 15) / 16), 16, kv_type) {
+  Bench(LlamaModel& m, Backend& be, size_t n_seqs, size_t max_len, KvType kv_type,
+        TpLeader* tp = nullptr)
+      : m_(m), be_(be), kv_(m.config(), n_seqs * ((max_len + 15) / 16), 16, kv_type), tp_(tp) {
+    if (tp_ != nullptr) tp_->send_geometry(kv_);
     const size_t per = (max_len + 15) / 16;
     tables_.resize(n_seqs);
     for (size_t s = 0; s < n_seqs; ++s) {
@@ -79,7 +85,12 @@ class Bench {
       rows_.push_back(static_cast<int32_t>(tok_.size() - 1));
     }
     const size_t n_prompt = kind == kernels::RowKind::prompt ? tok_.size() : 0;
-    m_.forward(be_, ForwardBatch{tok_, posv_, tab_, rows_, n_prompt}, kv_, logits_.data());
+    const ForwardBatch batch{tok_, posv_, tab_, rows_, n_prompt};
+    if (tp_ != nullptr) {
+      tp_->forward(m_, be_, batch, kv_, logits_.data());
+    } else {
+      m_.forward(be_, batch, kv_, logits_.data());
+    }
   }
 
  private:
@@ -91,6 +102,7 @@ class Bench {
   std::vector<const int32_t*> tab_;
   std::vector<float> logits_;
   std::mt19937_64 rng_{42};
+  TpLeader* tp_;
 };
 
 // A process that keeps one core busy, to see how lift shares a machine. (Forked while the
@@ -137,13 +149,26 @@ void check_fits(const ModelBenchOptions& o, int context) {
 }
 
 int run_model_bench(const ModelBenchOptions& o) {
+  Comm* comm = o.tp > 1 ? &Comm::world(o.tp) : nullptr;
+  if (comm != nullptr && (!o.batch.empty() || !o.step_tokens.empty() || o.contend > 0)) {
+    throw Error("bench model --tp measures pp and tg only (no --batch, --step-tokens, --contend)");
+  }
   auto model = LlamaModel::load(o.model);
   const ModelConfig& cfg = model->config();
   check_fits(o, cfg.context_length);
   ThreadPool pool(o.threads);
   BackendOptions bo;
   bo.quantize_activations = !o.exact_activations;
-  auto be = make_cpu_backend(pool, bo);
+  std::unique_ptr<Backend> be = make_cpu_backend(pool, bo);
+  std::unique_ptr<TpLeader> tp;
+  if (comm != nullptr) {
+    be = std::make_unique<TpBackend>(std::move(be), *comm);
+    if (!comm->leader()) {
+      tp_follow(*comm, *model, *be);
+      return 0;
+    }
+    tp = std::make_unique<TpLeader>(*comm);
+  }
   const KvType kv_type = parse_kv_type(o.kv_type);
 
   MachineProbe before, after;
@@ -169,13 +194,13 @@ int run_model_bench(const ModelBenchOptions& o) {
   const size_t kv_per_token = KvCache::bytes_per_token(cfg, kv_type);
   auto measure = [&](std::vector<double>& pp, std::vector<double>& tg) {
     for (int r = 0; r < o.reps; ++r) {
-      Bench b(*model, *be, 1, static_cast<size_t>(std::max(o.prompt, o.gen)), kv_type);
+      Bench b(*model, *be, 1, static_cast<size_t>(std::max(o.prompt, o.gen)), kv_type, tp.get());
       const auto t0 = Clock::now();
       b.step(1, 0, o.prompt, kernels::RowKind::prompt);
       pp.push_back(o.prompt / secs(Clock::now() - t0));
     }
     for (int r = 0; r < o.reps; ++r) {
-      Bench b(*model, *be, 1, static_cast<size_t>(o.gen), kv_type);
+      Bench b(*model, *be, 1, static_cast<size_t>(o.gen), kv_type, tp.get());
       const auto t0 = Clock::now();
       for (int i = 0; i < o.gen; ++i) b.step(1, i, 1, kernels::RowKind::generated);
       tg.push_back(o.gen / secs(Clock::now() - t0));
@@ -189,8 +214,10 @@ int run_model_bench(const ModelBenchOptions& o) {
   if (o.contend > 0) contender = std::make_unique<Contender>(o.contend);
   measure(pp, tg);
   contender.reset();
+  if (tp) tp->stop();  // the followers leave (and stop polling) before the closing probes
   nlohmann::json j = {{"model", o.model},
                       {"threads", pool.size()},
+                      {"tp", o.tp},
                       {"isa", std::string(kernels::isa_name(kernels::active_isa()))},
                       {"weight_type", std::string(ggml_type_name(wtype))},
                       {"contend", o.contend}};
@@ -315,6 +342,9 @@ void add_bench_model(CLI::App* bench, std::function<int()>& run) {
   c->add_option("--kv-type", o->kv_type, "f32 or f16");
   c->add_flag("--exact-activations", o->exact_activations, "f32 activations for quantized weights");
   c->add_flag("!--no-probes", o->probes, "Skip the bandwidth and peak probes");
+  c->add_option("--tp", o->tp,
+                "Tensor-parallel ranks (under mpirun -np N; -t threads per rank): pp and tg only")
+      ->check(CLI::Range(1, 64));
   run = [c, o] { return c->parsed() ? run_model_bench(*o) : -1; };
 }
 

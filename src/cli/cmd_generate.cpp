@@ -112,6 +112,7 @@ void print_ids(const std::vector<int32_t>& ids) {
 }
 
 int run_engine(const GenerateOptions& o) {
+  if (const int rc = run_tp_follower(o.engine, o.model); rc >= 0) return rc;
   const auto t_load = Clock::now();
   const std::unique_ptr<LlamaModel> draft = o.engine.load_draft_model();
   auto model = LlamaModel::load(o.model);

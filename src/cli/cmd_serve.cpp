@@ -95,6 +95,7 @@ Runner add_serve(CLI::App& app) {
     o->server.http.read_timeout = millis(o->read_timeout);
     o->server.http.write_timeout = millis(o->write_timeout);
     // Before the target, so a bad draft file fails fast; it outlives the server's engine.
+    if (const int rc = run_tp_follower(o->engine, o->server.model_path); rc >= 0) return rc;
     const std::unique_ptr<LlamaModel> draft = o->engine.load_draft_model();
     o->server.engine = o->engine.to_config(draft.get());
     return run_server(o->server);

@@ -1,10 +1,15 @@
 #include "cli/engine_options.h"
 
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 
 #include "engine/request.h"
+#include "parallel/comm.h"
+#include "parallel/tp_backend.h"
+#include "parallel/tp_step.h"
 #include "util/error.h"
+#include "util/thread_pool.h"
 
 namespace lift::cli {
 
@@ -53,6 +58,15 @@ EngineConfig EngineOptions::to_config(LlamaModel* draft) const {
   c.threads = threads;
   c.prefix_caching = !no_prefix_caching;
   c.backend.quantize_activations = !exact_activations;
+  if (tp < 1) throw Error("--tp must be at least 1");
+  if (tp > 1) {
+    c.tp = &Comm::world(tp);
+    if (!c.tp->leader()) {
+      throw Error(
+          "--tp: this command does not run tensor-parallel (serve, generate and bench "
+          "model do)");
+    }
+  }
   if (const std::string err = c.scheduler.validate(); !err.empty()) throw Error(err);
   c.spec.method = spec_method();
   c.spec.max_tokens = spec_tokens;
@@ -72,6 +86,23 @@ SpecMethod EngineOptions::spec_method() const {
     throw Error("--draft-model is only used with --spec draft, not --spec ngram");
   }
   return m;
+}
+
+int run_tp_follower(const EngineOptions& o, const std::string& model_path) {
+  if (o.tp <= 1) return -1;
+  Comm& comm = Comm::world(o.tp);
+  if (comm.leader()) return -1;
+  // The leader decides when the group ends (a drain on SIGTERM finishes its requests, which
+  // needs every rank): mpirun forwards signals to all ranks, and a follower ignores them.
+  std::signal(SIGTERM, SIG_IGN);
+  std::signal(SIGINT, SIG_IGN);
+  auto model = LlamaModel::load(model_path);
+  ThreadPool pool(o.threads);
+  BackendOptions bo;
+  bo.quantize_activations = !o.exact_activations;
+  TpBackend backend(make_cpu_backend(pool, bo), comm);
+  tp_follow(comm, *model, backend);
+  return 0;
 }
 
 std::unique_ptr<LlamaModel> EngineOptions::load_draft_model() const {
@@ -128,6 +159,10 @@ void add_engine_options(CLI::App* app, EngineOptions& o) {
       ->check(CLI::IsMember({"fcfs", "priority"}));
   app->add_option("-t,--threads", o.threads, "Threads (0 = all cores)");
   app->add_flag("--no-prefix-caching", o.no_prefix_caching, "Disable automatic prefix caching");
+  app->add_option("--tp", o.tp,
+                  "Tensor-parallel ranks: run under mpirun -np N with the same arguments; rank 0 "
+                  "serves, every rank computes 1/N of each matrix product")
+      ->check(CLI::Range(1, 64));
   app->add_flag("--exact-activations", o.exact_activations,
                 "Multiply quantized weights with f32 activations (no 8-bit rounding)");
   add_spec_options(app, o);

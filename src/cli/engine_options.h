@@ -30,6 +30,7 @@ struct EngineOptions {
   std::string draft_model;
   bool spec_fixed = false;
   size_t spec_ngram = 4;
+  int tp = 1;  // tensor-parallel ranks (mpirun -np tp)
 
   // --spec resolved: what was asked, or draft when only --draft-model was given.
   SpecMethod spec_method() const;
@@ -42,6 +43,10 @@ struct EngineOptions {
 };
 
 void add_engine_options(CLI::App* app, EngineOptions& o);
+// With --tp N on a rank other than 0: loads the model and replays the leader's forward passes
+// until it stops (parallel/tp_step.h), then returns 0; the command does nothing else there.
+// Otherwise -1: the command runs as usual (rank 0 leads).
+int run_tp_follower(const EngineOptions& o, const std::string& model_path);
 // "2GiB", "512MiB", "1.5GB", "1000000" (bytes) -> bytes; throws lift::Error.
 size_t parse_bytes(const std::string& s);
 // Prints the engine's memory plan (model, max-model-len, K/V type and pool) to stderr.

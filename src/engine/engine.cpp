@@ -6,6 +6,8 @@
 #include <cstdlib>
 
 #include "kernels/act_quant.h"
+#include "parallel/tp_backend.h"
+#include "parallel/tp_step.h"
 #include "util/error.h"
 
 namespace lift {
@@ -62,6 +64,13 @@ int finish_rank(FinishReason r) {
   }
 }
 
+std::unique_ptr<Backend> make_backend(const EngineConfig& cfg, ThreadPool& pool) {
+  std::unique_ptr<Backend> be = cfg.reference_backend ? make_reference_backend(cfg.backend)
+                                                      : make_cpu_backend(pool, cfg.backend);
+  if (cfg.tp == nullptr || cfg.tp->size() == 1) return be;
+  return std::make_unique<TpBackend>(std::move(be), *cfg.tp);
+}
+
 }  // namespace
 
 Engine::Engine(LlamaModel& model, const Tokenizer& tokenizer, EngineConfig cfg)
@@ -70,8 +79,7 @@ Engine::Engine(LlamaModel& model, const Tokenizer& tokenizer, EngineConfig cfg)
       cfg_(cfg),
       plan_(make_plan(model, cfg)),
       pool_(cfg.threads),
-      backend_(cfg.reference_backend ? make_reference_backend(cfg.backend)
-                                     : make_cpu_backend(pool_, cfg.backend)),
+      backend_(make_backend(cfg, pool_)),
       kv_(model.config(), plan_.n_blocks, cfg.block_size, plan_.kv_type),
       blocks_(kv_.n_blocks(), cfg.block_size, cfg.prefix_caching),
       scheduler_(with_window(cfg.scheduler, model.config()), blocks_),
@@ -82,6 +90,14 @@ Engine::Engine(LlamaModel& model, const Tokenizer& tokenizer, EngineConfig cfg)
       verifier_(sampler_),
       controller_(cfg.spec, cfg.scheduler.max_batched_tokens) {
   if (const std::string err = cfg.spec.validate(); !err.empty()) throw Error(err);
+  if (cfg.tp != nullptr && cfg.tp->size() > 1) {
+    if (cfg.spec.method != SpecMethod::off) {
+      throw Error("speculative decoding does not run with tensor parallelism (--tp) yet");
+    }
+    tp_ = std::make_unique<TpLeader>(*cfg.tp);
+    tp_->send_geometry(kv_);
+    runner_.set_tp(tp_.get());
+  }
   proposer_ = make_proposer(cfg.spec, model, *backend_, kv_);
   if (proposer_) {
     metrics_.spec.proposer = std::string(proposer_->name());
@@ -102,7 +118,10 @@ Engine::Engine(LlamaModel& model, const Tokenizer& tokenizer, EngineConfig cfg)
   }));
 }
 
-Engine::~Engine() { stop(); }
+Engine::~Engine() {
+  stop();
+  if (tp_) tp_->stop();
+}
 
 Submitted Engine::add_request(std::string_view text, RequestParams params) {
   return add_request(tok_.encode(text, tok_.vocab().add_bos(), /*parse_special=*/false),

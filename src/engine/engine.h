@@ -32,6 +32,9 @@
 
 namespace lift {
 
+class Comm;
+class TpLeader;
+
 // Zeros and empties mean "the default" (src/engine/memory_plan.h says which).
 struct EngineConfig {
   SchedulerConfig scheduler;
@@ -46,6 +49,9 @@ struct EngineConfig {
   bool reference_backend = false;  // the scalar, double-accumulating kernels (slow; checks)
   bool check_invariants = false;   // scheduler and block-manager self-checks every step
   SpecConfig spec;
+  // A tensor-parallel group (parallel/tp_backend.h) this engine leads; null or one rank: alone.
+  // The other ranks run tp_follow() on the same model.
+  Comm* tp = nullptr;
 };
 
 struct Submitted {
@@ -132,6 +138,7 @@ class Engine {
   LogitsProcessor logits_processor_;
   SpecVerifier verifier_;
   std::shared_ptr<Proposer> proposer_;  // null: no speculation
+  std::unique_ptr<TpLeader> tp_;        // null: no tensor parallelism
   SpecController controller_;
   std::vector<DraftRequest> draft_reqs_;
   std::vector<Draft> drafts_;        // [i]: draft_reqs_[i]'s

@@ -2,10 +2,15 @@
 
 #include <algorithm>
 
+#include "parallel/tp_step.h"
+
 namespace lift {
 
 void ModelRunner::apply_copies(const SchedulerOutput& step) {
-  for (const auto& [src, dst] : step.copies) kv_.copy_block(src, dst);
+  for (const auto& [src, dst] : step.copies) {
+    kv_.copy_block(src, dst);
+    if (tp_ != nullptr) copies_.emplace_back(src, dst);
+  }
 }
 
 void ModelRunner::run(const SchedulerOutput& step) {
@@ -64,8 +69,13 @@ void ModelRunner::run(const SchedulerOutput& step) {
   }
   const size_t vocab = static_cast<size_t>(model_.config().n_vocab);
   if (logits_.size() < logit_rows_.size() * vocab) logits_.resize(logit_rows_.size() * vocab);
-  model_.forward(backend_, ForwardBatch{tokens_, positions_, tables_, logit_rows_, n_prompt}, kv_,
-                 logits_.data());
+  const ForwardBatch batch{tokens_, positions_, tables_, logit_rows_, n_prompt};
+  if (tp_ != nullptr) {
+    tp_->forward(model_, backend_, batch, kv_, logits_.data(), copies_);
+    copies_.clear();
+    return;
+  }
+  model_.forward(backend_, batch, kv_, logits_.data());
 }
 
 }  // namespace lift

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "engine/scheduler.h"
@@ -12,6 +13,8 @@
 #include "model/llama_model.h"
 
 namespace lift {
+
+class TpLeader;
 
 class ModelRunner {
  public:
@@ -32,6 +35,9 @@ class ModelRunner {
     size_t row(size_t i) const { return i == 0 ? first : rest + i - 1; }
   };
   void run(const SchedulerOutput& step);
+  // Tensor parallelism: each forward pass (with the step's block copies) goes to the
+  // followers first.
+  void set_tp(TpLeader* leader) { tp_ = leader; }
   const std::vector<Sampled>& sampled() const { return sampled_; }
   std::span<float> logits(size_t i) {
     const size_t v = static_cast<size_t>(model_.config().n_vocab);
@@ -51,6 +57,8 @@ class ModelRunner {
   };
   std::vector<Where> where_;
   std::vector<float> logits_;
+  TpLeader* tp_ = nullptr;
+  std::vector<std::pair<int32_t, int32_t>> copies_;  // applied here, not yet sent
 };
 
 }  // namespace lift

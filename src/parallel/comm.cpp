@@ -1,0 +1,108 @@
+#include "parallel/comm.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "util/error.h"
+
+#ifdef LIFT_HAVE_MPI
+#include <mpi.h>
+#include <pthread.h>
+
+#include <csignal>
+#endif
+
+namespace lift {
+
+bool Comm::built_with_mpi() {
+#ifdef LIFT_HAVE_MPI
+  return true;
+#else
+  return false;
+#endif
+}
+
+#ifdef LIFT_HAVE_MPI
+namespace {
+void check(int rc, const char* what) {
+  if (rc != MPI_SUCCESS) throw Error(std::string("MPI ") + what + " failed");
+}
+void finalize_at_exit() {
+  int done = 0;
+  MPI_Finalized(&done);
+  if (!done) MPI_Finalize();
+}
+}  // namespace
+
+Comm& Comm::world(int want) {
+  static Comm* comm = [] {
+    // MPI starts threads of its own; they must not take SIGINT/SIGTERM, which lift serve
+    // waits for (sigwait) to drain: they inherit the mask in force while MPI starts.
+    sigset_t stop, old;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop, &old);
+    int provided = 0;
+    const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    check(rc, "init");
+    if (provided < MPI_THREAD_SERIALIZED) {
+      throw Error("this MPI library cannot run collectives from the engine thread");
+    }
+    std::atexit(finalize_at_exit);
+    int rank = 0, size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    return new Comm(rank, size);
+  }();
+  if (comm->size_ != want) {
+    throw Error("--tp " + std::to_string(want) + " needs " + std::to_string(want) +
+                " MPI ranks (mpirun -np " + std::to_string(want) + " lift ...), this group has " +
+                std::to_string(comm->size_));
+  }
+  return *comm;
+}
+
+void Comm::broadcast(void* data, size_t bytes) {
+  if (size_ == 1) return;
+  auto* p = static_cast<char*>(data);
+  // MPI counts are int: send large buffers in pieces.
+  constexpr size_t kPiece = size_t{1} << 30;
+  for (size_t off = 0; off < bytes; off += kPiece) {
+    const size_t n = bytes - off < kPiece ? bytes - off : kPiece;
+    check(MPI_Bcast(p + off, static_cast<int>(n), MPI_BYTE, 0, MPI_COMM_WORLD), "broadcast");
+  }
+}
+
+void Comm::all_gather(const float* mine, std::span<const int> counts, std::span<const int> displs,
+                      float* all) {
+  check(MPI_Allgatherv(mine, counts[static_cast<size_t>(rank_)], MPI_FLOAT, all, counts.data(),
+                       displs.data(), MPI_FLOAT, MPI_COMM_WORLD),
+        "all-gather");
+}
+
+void Comm::barrier() {
+  if (size_ > 1) check(MPI_Barrier(MPI_COMM_WORLD), "barrier");
+}
+#else
+Comm& Comm::world(int want) {
+  static Comm comm(0, 1);
+  if (want != 1) {
+    throw Error("--tp " + std::to_string(want) +
+                ": this lift was built without MPI (install libopenmpi-dev and rebuild)");
+  }
+  return comm;
+}
+
+void Comm::broadcast(void*, size_t) {}
+
+void Comm::all_gather(const float* mine, std::span<const int> counts, std::span<const int>,
+                      float* all) {
+  for (int i = 0; i < counts[0]; ++i) all[i] = mine[i];
+}
+
+void Comm::barrier() {}
+#endif
+
+}  // namespace lift

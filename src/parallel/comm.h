@@ -1,0 +1,37 @@
+// The ranks of one tensor-parallel group: a thin layer over MPI, so that nothing else includes
+// mpi.h and a build without MPI still compiles (every collective then needs a group of one).
+// Only the engine thread (or the follower loop) calls into it: MPI runs at
+// MPI_THREAD_SERIALIZED.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace lift {
+
+class Comm {
+ public:
+  // The process's group (MPI_COMM_WORLD), MPI initialized on first use. `want` ranks are
+  // required: throws lift::Error when the process was started with another count (e.g. not
+  // under `mpirun -np want`) or lift was built without MPI and want > 1.
+  static Comm& world(int want);
+  static bool built_with_mpi();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  bool leader() const { return rank_ == 0; }
+
+  // Rank 0's bytes to every rank.
+  void broadcast(void* data, size_t bytes);
+  // Each rank's `mine` (counts[rank] floats) to every rank, rank after rank, in `all`.
+  void all_gather(const float* mine, std::span<const int> counts, std::span<const int> displs,
+                  float* all);
+  void barrier();
+
+ private:
+  Comm(int rank, int size) : rank_(rank), size_(size) {}
+  int rank_ = 0, size_ = 1;
+};
+
+}  // namespace lift

@@ -1,0 +1,81 @@
+// Tensor parallelism as a backend: every rank runs the same forward pass on the same batch,
+// and each matrix product is split by output rows (whole 16-row panels) over the ranks; each
+// rank computes its rows with the backend it wraps and an all-gather gives every rank the whole
+// result. Everything else (norms, rotary embedding, attention, the K/V writes) runs on every
+// rank on the gathered activations.
+//
+// Why this split: an output is the same dot product, in the same order, whichever rank computes
+// it (the kernels' results do not depend on the column range they are given: the thread split
+// already relies on that), and a gather only moves floats, so logits are bitwise those of one
+// rank. The usual Megatron split (o_proj and ffn_down by input dimension, then an all-reduce)
+// sums partial dot products in a rank-count-dependent order and cannot keep that promise.
+// Cost: four to seven all-gathers per layer of n_tokens x dim floats (docs/scaling.md), and
+// attention is not divided. Weights and K/V are held whole by every rank (each reads only its
+// rows of each weight, so memory traffic per token does divide).
+#pragma once
+
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/panel.h"
+#include "parallel/comm.h"
+
+namespace lift {
+
+class TpBackend final : public Backend {
+ public:
+  TpBackend(std::unique_ptr<Backend> inner, Comm& comm);
+
+  void matmul(const Matrix& w, const float* x, Rows rows, float* y) override;
+  void matmul_many(const Matrix* const* ws, float* const* ys, size_t n, const float* x,
+                   Rows rows) override;
+
+  void get_rows(const Matrix& table, const int32_t* ids, size_t n, float* out) override {
+    inner_->get_rows(table, ids, n, out);
+  }
+  void rmsnorm(const float* x, const float* weight, size_t n_rows, size_t dim, float eps,
+               float* y) override {
+    inner_->rmsnorm(x, weight, n_rows, dim, eps, y);
+  }
+  void rope(float* x, size_t n_rows, size_t n_heads, size_t head_dim, size_t rope_dim,
+            const float* cs, RopeStyle style) override {
+    inner_->rope(x, n_rows, n_heads, head_dim, rope_dim, cs, style);
+  }
+  void swiglu(const float* gate, const float* up, size_t n, float* out) override {
+    inner_->swiglu(gate, up, n, out);
+  }
+  void geglu(const float* gate, const float* up, size_t n, float* out) override {
+    inner_->geglu(gate, up, n, out);
+  }
+  void add_bias(float* x, size_t n_rows, size_t dim, const float* bias) override {
+    inner_->add_bias(x, n_rows, dim, bias);
+  }
+  void softcap(float* x, size_t n, float cap) override { inner_->softcap(x, n, cap); }
+  void attention(const AttentionArgs& a) override { inner_->attention(a); }
+  const char* name() const override { return inner_->name(); }
+
+  // Rows [begin, end) of an n_out-row product that `rank` of `size` computes: whole panels,
+  // as evenly as they go.
+  static std::pair<size_t, size_t> share(size_t n_out, int rank, int size);
+
+ private:
+  // This rank's rows of w, as a matrix of its own (its panels viewed in place).
+  const Matrix& slice(const Matrix& w);
+  // Gathers every rank's [rows][its share] block of the product into y ([rows][n_out]).
+  void gather(size_t n_out, size_t n_rows, const float* mine, float* y);
+
+  struct Slice {
+    Matrix m;
+    std::unique_ptr<kernels::PanelMatrix> panel;
+  };
+  std::unique_ptr<Backend> inner_;
+  Comm& comm_;
+  std::unordered_map<const void*, Slice> slices_;  // by the whole matrix's data
+  static constexpr size_t kMaxParts = 4;           // products per matmul_many gathered at once
+  std::vector<float> mine_[kMaxParts], all_;
+  std::vector<int> counts_, displs_;
+};
+
+}  // namespace lift

@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""Tensor parallelism is bitwise: `mpirun -np N lift serve --tp N` answers exactly what one rank
+answers (text, token ids, logprobs and top-5 alternatives, greedy and seeded sampling), for
+every model in ../shared/models/archs and ../shared/models/quantized, at 2 and 4 ranks.
+
+Usage: tp_test.py LIFT_BINARY [MODEL ...]   (run from the repository root; needs mpirun)
+"""
+import glob
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SHARED = os.path.join(ROOT, "..", "shared", "models")
+PROMPT = "Once upon a time, in a small village by the sea,"
+REQUESTS = [
+    {"max_tokens": 12, "temperature": 0, "logprobs": 5},
+    {"max_tokens": 12, "temperature": 0.9, "top_p": 0.95, "seed": 11, "logprobs": 5},
+    # Parallel samples share the prompt's blocks and fork them (copy-on-write on every rank).
+    {"max_tokens": 10, "temperature": 0.8, "seed": 5, "n": 3, "logprobs": 2},
+]
+
+
+def fail(msg):
+    print(f"tp_test: FAIL: {msg}", flush=True)
+    sys.exit(1)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def post(port, body):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions",
+                                 data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=300) as r:
+        return json.loads(r.read())
+
+
+def serve(lift, model, ranks, log):
+    port = free_port()
+    cmd = [lift, "serve", "-m", model, "--host", "127.0.0.1", "--port", str(port), "-t", "1",
+           "--served-model-name", "m", "--max-seqs", "4", "-c", "256"]
+    if ranks > 1:
+        cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
+               "--mca", "mpi_yield_when_idle", "1", "-np", str(ranks)] + cmd + ["--tp", str(ranks)]
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            return proc, None
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                if r.status == 200:
+                    return proc, port
+        except (OSError, urllib.error.URLError):
+            pass
+        time.sleep(0.1)
+    return proc, None
+
+
+def leader_pid(mpirun_pid):
+    """Rank 0 among mpirun's children (their environment names their rank)."""
+    for child in subprocess.run(["pgrep", "-P", str(mpirun_pid)], capture_output=True,
+                                text=True).stdout.split():
+        try:
+            with open(f"/proc/{child}/environ", "rb") as f:
+                if b"OMPI_COMM_WORLD_RANK=0\0" in f.read():
+                    return int(child)
+        except OSError:
+            pass
+    return None
+
+
+def stop(proc, ranks):
+    # SIGTERM to rank 0 drains it, and it ends the followers; mpirun itself turns a SIGTERM
+    # into killing the whole job.
+    pid = leader_pid(proc.pid) if ranks > 1 else proc.pid
+    if pid is None:
+        fail("cannot find rank 0 among mpirun's children")
+    os.kill(pid, 15)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        proc.wait()
+    return proc.returncode
+
+
+def answers(lift, model, ranks, work):
+    log_path = os.path.join(work, f"{os.path.basename(model)}-{ranks}.log")
+    with open(log_path, "wb") as log:
+        proc, port = serve(lift, model, ranks, log)
+        if port is None:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+            fail(f"{model} with {ranks} ranks did not start:\n" + open(log_path).read()[-3000:])
+        try:
+            out = []
+            for body in REQUESTS:
+                r = post(port, dict(body, model="m", prompt=PROMPT))
+                if len(r["choices"]) != body.get("n", 1):
+                    fail(f"{model}: {len(r['choices'])} choices for n = {body.get('n', 1)}")
+                for c in sorted(r["choices"], key=lambda c: c["index"]):
+                    if not c.get("logprobs") or not c["logprobs"].get("token_logprobs"):
+                        fail(f"{model}: no logprobs in the answer {r}")
+                    out.append({"text": c["text"], "logprobs": c["logprobs"],
+                                "finish_reason": c["finish_reason"]})
+        finally:
+            code = stop(proc, ranks)
+        if code != 0:
+            fail(f"{model} with {ranks} ranks exited {code}:\n" + open(log_path).read()[-3000:])
+        return out
+
+
+def main():
+    if len(sys.argv) < 2:
+        fail("usage: tp_test.py LIFT_BINARY [MODEL ...]")
+    lift = os.path.abspath(sys.argv[1])
+    if shutil.which("mpirun") is None:
+        fail("mpirun not found (scripts/bootstrap.sh installs openmpi-bin)")
+    models = sys.argv[2:] or sorted(glob.glob(os.path.join(SHARED, "archs", "*.gguf")) +
+                                    glob.glob(os.path.join(SHARED, "quantized", "*.gguf")))
+    if not models:
+        fail(f"no models under {SHARED}")
+    work = tempfile.mkdtemp(prefix="lift-tp-")
+    try:
+        for model in models:
+            t0 = time.time()
+            one = answers(lift, model, 1, work)
+            for ranks in (2, 4):
+                many = answers(lift, model, ranks, work)
+                for i, (a, b) in enumerate(zip(one, many)):
+                    if a != b:
+                        fail(f"{os.path.basename(model)}: request {i} with {ranks} ranks differs "
+                             f"from one rank:\n  1: {json.dumps(a)[:600]}\n  {ranks}: "
+                             f"{json.dumps(b)[:600]}")
+            print(f"tp_test: {os.path.basename(model)}: 2 and 4 ranks bitwise one rank's "
+                  f"({time.time() - t0:.1f} s)", flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"tp_test: all {len(models)} models passed", flush=True)
+
+
+if __name__ == "__main__":
+    main()
