@@ -65,7 +65,7 @@ struct PQ4_0 {
   }
 };
 
-constexpr size_t kPrefetchBlocks = 8;
+constexpr size_t kPrefetchBlocks = 32;
 constexpr size_t kFloatPrefetch = 128;  // inputs ahead: 4 KB of a float panel
 
 template <class W, int C, int R>
@@ -88,13 +88,14 @@ void q_tile(const Args& a, size_t p0, size_t r0) {
   }
   for (size_t b = 0; b < a.nb; ++b) {
     // Decode streams each panel once from DRAM; asking for the codes a few blocks ahead keeps
-    // more lines in flight than the hardware prefetchers do across page boundaries. (Prefill
-    // tiles meet panels a row block's first tile already brought in.)
+    // more lines in flight than the hardware prefetchers do across page boundaries, into L2
+    // (T1: one thread of 1.1B Q4_0 decode on Zen 4, 8 blocks/T0 22 t/s, 24 blocks/T1 27,
+    // 48/T1 28). (Prefill tiles meet panels a row block's first tile already brought in.)
     if constexpr (R <= 4) {
       for (int c = 0; c < C; ++c) {
         const uint8_t* ahead = pw[c] + (b + kPrefetchBlocks) * W::kCodeBytes;
         for (size_t line = 0; line < W::kCodeBytes; line += 64) {
-          _mm_prefetch(reinterpret_cast<const char*>(ahead + line), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(ahead + line), _MM_HINT_T1);
         }
         // The scales' own stream: one line serves two blocks.
         _mm_prefetch(

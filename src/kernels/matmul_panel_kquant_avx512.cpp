@@ -45,11 +45,14 @@ inline void store_lanes(const KArgs& a, size_t p, size_t r, __m512 v) {
 }
 
 // Decode streams each panel once from DRAM: ask for the lines a fixed distance ahead of the
-// part of the block being read (the blocks are contiguous, so this crosses into later ones).
-constexpr size_t kAhead = 4096;
+// part of the block being read (the blocks are contiguous, so this crosses into later ones),
+// into L2 (T1): an L1 prefetch this far ahead holds one of L1's few miss buffers per line, and
+// measured (Zen 4, one thread, 1.1B Q4_K_M decode) 19.3 t/s at 4 KiB/T0 against 23.8 at
+// 8 KiB/T1 (16 KiB: 20.5).
+constexpr size_t kAhead = 8192;
 inline void prefetch_span(const uint8_t* p, size_t bytes) {
   for (size_t off = 0; off < bytes; off += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(p + kAhead + off), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(p + kAhead + off), _MM_HINT_T1);
   }
 }
 
