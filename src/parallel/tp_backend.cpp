@@ -17,12 +17,18 @@ TpBackend::TpBackend(std::unique_ptr<Backend> inner, Comm& comm)
   displs_.resize(static_cast<size_t>(comm.size()));
 }
 
-std::pair<size_t, size_t> TpBackend::share(size_t n_out, int rank, int size) {
-  const size_t panels = (n_out + kernels::kPanelRows - 1) / kernels::kPanelRows;
+std::pair<size_t, size_t> TpBackend::share(size_t n_out, int rank, int size, size_t unit) {
+  const size_t units = (n_out + unit - 1) / unit;
   const auto r = static_cast<size_t>(rank), s = static_cast<size_t>(size);
-  const size_t b = std::min(n_out, panels * r / s * kernels::kPanelRows);
-  const size_t e = std::min(n_out, panels * (r + 1) / s * kernels::kPanelRows);
+  const size_t b = std::min(n_out, units * r / s * unit);
+  const size_t e = std::min(n_out, units * (r + 1) / s * unit);
   return {b, e};
+}
+
+void TpBackend::set_ranges(size_t n_out, size_t unit) {
+  ranges_.resize(static_cast<size_t>(comm_.size()));
+  for (int r = 0; r < comm_.size(); ++r)
+    ranges_[static_cast<size_t>(r)] = share(n_out, r, comm_.size(), unit);
 }
 
 const Matrix& TpBackend::slice(const Matrix& w) {
@@ -52,20 +58,52 @@ void TpBackend::gather(size_t n_out, size_t n_rows, const float* mine, float* y)
   const auto size = static_cast<size_t>(comm_.size());
   size_t total = 0;
   for (size_t r = 0; r < size; ++r) {
-    const auto [b, e] = share(n_out, static_cast<int>(r), comm_.size());
-    counts_[r] = static_cast<int>((e - b) * n_rows);
+    const size_t w = ranges_[r].second - ranges_[r].first;
+    counts_[r] = static_cast<int>(w * n_rows);
     displs_[r] = static_cast<int>(total);
-    total += (e - b) * n_rows;
+    total += w * n_rows;
   }
   if (all_.size() < total) all_.resize(total);
   comm_.all_gather(mine, counts_, displs_, all_.data());
   for (size_t r = 0; r < size; ++r) {
-    const auto [b, e] = share(n_out, static_cast<int>(r), comm_.size());
+    const auto [b, e] = ranges_[r];
     const size_t w = e - b;
     if (w == 0) continue;
     const float* src = all_.data() + displs_[r];
     for (size_t i = 0; i < n_rows; ++i) std::memcpy(y + i * n_out + b, src + i * w, 4 * w);
   }
+}
+
+void TpBackend::attention(const AttentionArgs& a) {
+  const size_t group = a.n_heads / a.n_kv_heads, hd = a.head_dim;
+  const auto [g0, g1] = share(a.n_kv_heads, comm_.rank(), comm_.size(), 1);
+  const size_t full = a.n_heads * hd, h0 = g0 * group, width = (g1 - g0) * group * hd;
+  if (q_.size() < std::max<size_t>(1, a.n_tokens * width)) {
+    q_.resize(a.n_tokens * width + 1);
+    o_.resize(a.n_tokens * width + 1);
+  }
+  if (width > 0) {
+    for (size_t t = 0; t < a.n_tokens; ++t) {
+      std::memcpy(q_.data() + t * width, a.q + t * full + h0 * hd, 4 * width);
+    }
+    AttentionArgs s = a;
+    s.q = q_.data();
+    s.out = o_.data();
+    s.n_heads = (g1 - g0) * group;
+    s.n_kv_heads = g1 - g0;
+    // The view keeps the whole cache's kv_dim as its stride and starts at this rank's first
+    // K/V head: K is [block][kv_dim][block_size], V [slot][kv_dim].
+    const size_t elem = a.kv.type == GgmlType::F32 ? 4 : 2;
+    s.kv.k = static_cast<const uint8_t*>(a.kv.k) + g0 * hd * a.kv.block_size * elem;
+    s.kv.v = static_cast<const uint8_t*>(a.kv.v) + g0 * hd * elem;
+    inner_->attention(s);
+  }
+  ranges_.resize(static_cast<size_t>(comm_.size()));
+  for (int r = 0; r < comm_.size(); ++r) {
+    const auto [b, e] = share(a.n_kv_heads, r, comm_.size(), 1);
+    ranges_[static_cast<size_t>(r)] = {b * group * hd, e * group * hd};
+  }
+  gather(full, a.n_tokens, o_.data(), a.out);
 }
 
 void TpBackend::matmul(const Matrix& w, const float* x, Rows rows, float* y) {
@@ -93,7 +131,10 @@ void TpBackend::matmul_many(const Matrix* const* ws, float* const* ys, size_t n,
     }
   }
   if (m > 0) inner_->matmul_many(parts, outs, m, x, rows);
-  for (size_t i = 0; i < n; ++i) gather(ws[i]->n_out, rows.n, mine_[i].data(), ys[i]);
+  for (size_t i = 0; i < n; ++i) {
+    set_ranges(ws[i]->n_out, kernels::kPanelRows);
+    gather(ws[i]->n_out, rows.n, mine_[i].data(), ys[i]);
+  }
 }
 
 }  // namespace lift

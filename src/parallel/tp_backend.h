@@ -1,17 +1,18 @@
 // Tensor parallelism as a backend: every rank runs the same forward pass on the same batch,
 // and each matrix product is split by output rows (whole 16-row panels) over the ranks; each
 // rank computes its rows with the backend it wraps and an all-gather gives every rank the whole
-// result. Everything else (norms, rotary embedding, attention, the K/V writes) runs on every
-// rank on the gathered activations.
+// result. Attention is split the same way by K/V heads (each rank attends with its heads over
+// its heads' part of the paged K/V) and gathered per token. The rest (norms, rotary
+// embedding, the K/V writes) runs on every rank on the gathered activations.
 //
 // Why this split: an output is the same dot product, in the same order, whichever rank computes
 // it (the kernels' results do not depend on the column range they are given: the thread split
 // already relies on that), and a gather only moves floats, so logits are bitwise those of one
 // rank. The usual Megatron split (o_proj and ffn_down by input dimension, then an all-reduce)
 // sums partial dot products in a rank-count-dependent order and cannot keep that promise.
-// Cost: four to seven all-gathers per layer of n_tokens x dim floats (docs/scaling.md), and
-// attention is not divided. Weights and K/V are held whole by every rank (each reads only its
-// rows of each weight, so memory traffic per token does divide).
+// Cost: eight all-gathers per layer (docs/scaling.md). Weights and K/V are held whole by every
+// rank (each reads only its rows of each weight and its heads' K/V, so memory traffic per
+// token does divide, but memory does not).
 #pragma once
 
 #include <memory>
@@ -53,18 +54,22 @@ class TpBackend final : public Backend {
     inner_->add_bias(x, n_rows, dim, bias);
   }
   void softcap(float* x, size_t n, float cap) override { inner_->softcap(x, n, cap); }
-  void attention(const AttentionArgs& a) override { inner_->attention(a); }
+  // Divided by K/V heads (each with its group of query heads), gathered per token.
+  void attention(const AttentionArgs& a) override;
   const char* name() const override { return inner_->name(); }
 
-  // Rows [begin, end) of an n_out-row product that `rank` of `size` computes: whole panels,
-  // as evenly as they go.
-  static std::pair<size_t, size_t> share(size_t n_out, int rank, int size);
+  // Rows [begin, end) of an n_out-row product that `rank` of `size` computes: whole units
+  // (16-row panels; K/V heads), as evenly as they go.
+  static std::pair<size_t, size_t> share(size_t n_out, int rank, int size,
+                                         size_t unit = kernels::kPanelRows);
 
  private:
   // This rank's rows of w, as a matrix of its own (its panels viewed in place).
   const Matrix& slice(const Matrix& w);
-  // Gathers every rank's [rows][its share] block of the product into y ([rows][n_out]).
+  // Gathers every rank's [rows][its share] block into y ([rows][n_out]); rank r's share is
+  // columns ranges_[r] (set by the caller).
   void gather(size_t n_out, size_t n_rows, const float* mine, float* y);
+  void set_ranges(size_t n_out, size_t unit);
 
   struct Slice {
     Matrix m;
@@ -76,6 +81,8 @@ class TpBackend final : public Backend {
   static constexpr size_t kMaxParts = 4;           // products per matmul_many gathered at once
   std::vector<float> mine_[kMaxParts], all_;
   std::vector<int> counts_, displs_;
+  std::vector<std::pair<size_t, size_t>> ranges_;
+  std::vector<float> q_, o_;  // this rank's heads of the attention's queries and outputs
 };
 
 }  // namespace lift
