@@ -115,9 +115,9 @@ int run_engine(const GenerateOptions& o) {
   if (const int rc = run_tp_follower(o.engine, o.model); rc >= 0) return rc;
   const auto t_load = Clock::now();
   const std::unique_ptr<LlamaModel> draft = o.engine.load_draft_model();
-  auto model = LlamaModel::load(o.model);
-  const Tokenizer tok = Tokenizer::from_gguf(model->file());
   EngineConfig cfg = o.engine.to_config(draft.get());
+  auto model = LlamaModel::load(o.model, cfg.tp ? cfg.tp->shard() : TpShard{});
+  const Tokenizer tok = Tokenizer::from_gguf(model->file());
   cfg.reference_backend = o.reference;
   Engine engine(*model, tok, cfg);
   Timings t;

@@ -96,7 +96,7 @@ int run_tp_follower(const EngineOptions& o, const std::string& model_path) {
   // needs every rank): mpirun forwards signals to all ranks, and a follower ignores them.
   std::signal(SIGTERM, SIG_IGN);
   std::signal(SIGINT, SIG_IGN);
-  auto model = LlamaModel::load(model_path);
+  auto model = LlamaModel::load(model_path, comm.shard());
   ThreadPool pool(o.threads);
   BackendOptions bo;
   bo.quantize_activations = !o.exact_activations;

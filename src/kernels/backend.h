@@ -105,6 +105,9 @@ class Backend {
   virtual void attention(const AttentionArgs& a) = 0;
 
   virtual const char* name() const = 0;
+  // Whether products run on one tensor-parallel rank's share of the rows (parallel/tp_backend.h),
+  // the only way to run a model loaded for one rank.
+  virtual bool tensor_parallel() const { return false; }
 };
 
 struct BackendOptions {

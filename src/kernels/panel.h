@@ -43,6 +43,7 @@ struct PanelMatrix {
   GgmlType type = GgmlType::F32;
   size_t n_in = 0;
   size_t n_out = 0;
+  size_t row0 = 0;  // the first row of the whole matrix held (a tensor-parallel rank's share)
   size_t panel_bytes = 0;
   std::unique_ptr<uint8_t[], void (*)(void*)> data{nullptr, std::free};
 

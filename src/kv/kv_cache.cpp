@@ -27,11 +27,13 @@ size_t KvCache::blocks_for_budget(const ModelConfig& cfg, KvType type, size_t bl
   return budget_bytes / (bytes_per_token(cfg, type) * block_size);
 }
 
-KvCache::KvCache(const ModelConfig& cfg, size_t n_blocks, size_t block_size, KvType type)
+KvCache::KvCache(const ModelConfig& cfg, size_t n_blocks, size_t block_size, KvType type,
+                 size_t first, size_t width)
     : n_blocks_(n_blocks),
       block_size_(block_size),
-      kv_dim_(static_cast<size_t>(cfg.kv_dim())),
+      kv_dim_(width != kAll ? width : static_cast<size_t>(cfg.kv_dim())),
       n_layers_(static_cast<size_t>(cfg.n_layers)),
+      first_(width != kAll ? first : 0),
       type_(type),
       elem_bytes_(type == KvType::f16 ? 2 : 4) {
   if (block_size == 0) throw Error("KV block size must be positive");
@@ -53,6 +55,8 @@ KvCache::KvCache(const ModelConfig& cfg, size_t n_blocks, size_t block_size, KvT
 void KvCache::Free::operator()(uint8_t* p) const { std::free(p); }
 
 void KvCache::write(size_t layer, size_t slot, const float* k, const float* v) {
+  k += first_;
+  v += first_;
   // K goes down a column of its block's [kv_dim][block_size] layout (see KvLayerView).
   const KvLayerView view = layer_view(layer);
   const size_t k0 = view.k_index(slot, 0), v0 = view.v_index(slot, 0);

@@ -20,7 +20,11 @@ KvType parse_kv_type(const std::string& s);  // "f32" | "f16"; throws lift::Erro
 
 class KvCache {
  public:
-  KvCache(const ModelConfig& cfg, size_t n_blocks, size_t block_size, KvType type = KvType::f32);
+  static constexpr size_t kAll = SIZE_MAX;
+  // `first`, `width`: the K/V elements of a token this cache holds (a tensor-parallel rank's
+  // heads, maybe none); kAll: all of them.
+  KvCache(const ModelConfig& cfg, size_t n_blocks, size_t block_size, KvType type = KvType::f32,
+          size_t first = 0, size_t width = kAll);
 
   // Bytes of K and V for one token over all layers.
   static size_t bytes_per_token(const ModelConfig& cfg, KvType type);
@@ -35,14 +39,15 @@ class KvCache {
   size_t bytes_per_token() const { return 2 * kv_dim_ * elem_bytes_ * n_layers_; }
   size_t total_bytes() const { return bytes_per_token() * n_blocks_ * block_size_; }
 
-  // Stores one token's K and V rows (converted to the cache's type) at a slot.
+  // Stores one token's K and V rows (converted to the cache's type) at a slot: of the whole
+  // rows k and v, the elements this cache holds.
   void write(size_t layer, size_t slot, const float* k, const float* v);
   KvLayerView layer_view(size_t layer) const;
   // Copies every layer's K/V of one block into another (copy-on-write).
   void copy_block(int32_t src, int32_t dst);
 
  private:
-  size_t n_blocks_, block_size_, kv_dim_, n_layers_;
+  size_t n_blocks_, block_size_, kv_dim_, n_layers_, first_;
   KvType type_;
   size_t elem_bytes_;
   // calloc'd: the kernel maps large zeroed regions lazily, so a budget costs memory only as

@@ -69,15 +69,15 @@ Matrix rows_of(const Matrix& m, uint64_t first, uint64_t n_out) {
 
 }  // namespace
 
-std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path) {
-  return from_file(gguf::File::open(path));
+std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, TpShard shard) {
+  return from_file(gguf::File::open(path), shard);
 }
 
-std::unique_ptr<LlamaModel> LlamaModel::from_file(gguf::File file) {
-  return std::unique_ptr<LlamaModel>(new LlamaModel(std::move(file)));
+std::unique_ptr<LlamaModel> LlamaModel::from_file(gguf::File file, TpShard shard) {
+  return std::unique_ptr<LlamaModel>(new LlamaModel(std::move(file), shard));
 }
 
-LlamaModel::LlamaModel(gguf::File file) : file_(std::move(file)) {
+LlamaModel::LlamaModel(gguf::File file, TpShard shard) : file_(std::move(file)), shard_(shard) {
   cfg_ = ModelConfig::from_gguf(file_);
   const uint64_t dim = static_cast<uint64_t>(cfg_.dim);
   const uint64_t vocab = static_cast<uint64_t>(cfg_.n_vocab);
@@ -225,7 +225,15 @@ void LlamaModel::pack_weights() {
     for (size_t i; (i = next.fetch_add(1)) < todo.size();) {
       try {
         const Matrix& m = *todo[i];
-        packed[i] = kernels::pack_panels(m.type, m.data, m.row_bytes, m.n_in, m.n_out);
+        const auto [b, e] = tp_share(m.n_out, shard_.rank, shard_.size);
+        if (e > b) {
+          packed[i] =
+              kernels::pack_panels(m.type, m.data + b * m.row_bytes, m.row_bytes, m.n_in, e - b);
+        } else {  // a tensor-parallel rank with none of this matrix's rows
+          packed[i].type = m.type;
+          packed[i].n_in = m.n_in;
+        }
+        packed[i].row0 = b;
       } catch (...) {
         std::lock_guard<std::mutex> lock(error_mu);
         if (!error) error = std::current_exception();
@@ -275,6 +283,11 @@ void LlamaModel::ensure_workspace(size_t n) {
 }
 
 void LlamaModel::forward(Backend& be, const ForwardBatch& batch, KvCache& kv, float* logits) {
+  if (!shard_.whole() && !be.tensor_parallel()) {
+    throw Error(
+        "this model was loaded for one tensor-parallel rank and runs only through a "
+        "tensor-parallel backend");
+  }
   const size_t n = batch.tokens.size();
   if (n == 0) return;
   if (batch.positions.size() != n || batch.block_tables.size() != n || batch.n_prompt > n) {

@@ -14,6 +14,7 @@
 #include "kv/kv_cache.h"
 #include "model/forward_batch.h"
 #include "model/model_config.h"
+#include "parallel/tp_split.h"
 
 namespace lift {
 
@@ -30,8 +31,10 @@ struct LayerWeights {
 class LlamaModel {
  public:
   // Maps the file and checks every tensor's presence, type and shape; throws lift::Error.
-  static std::unique_ptr<LlamaModel> load(const std::string& path);
-  static std::unique_ptr<LlamaModel> from_file(gguf::File file);
+  // A tensor-parallel rank's `shard` repacks only its rows of each product (the rest of the
+  // file is never read for them, except the embedding table's lookups).
+  static std::unique_ptr<LlamaModel> load(const std::string& path, TpShard shard = {});
+  static std::unique_ptr<LlamaModel> from_file(gguf::File file, TpShard shard = {});
 
   const ModelConfig& config() const { return cfg_; }
   const gguf::File& file() const { return file_; }
@@ -43,7 +46,7 @@ class LlamaModel {
   void forward(Backend& backend, const ForwardBatch& batch, KvCache& kv, float* logits);
 
  private:
-  explicit LlamaModel(gguf::File file);
+  LlamaModel(gguf::File file, TpShard shard);
   void ensure_workspace(size_t n_tokens);
   // Repacks every matrix product's weights for the active kernels where they have a panel
   // layout (the embedding table keeps its rows: lookups read it by row).
@@ -54,6 +57,7 @@ class LlamaModel {
   void init_rope();
 
   gguf::File file_;
+  TpShard shard_;
   ModelConfig cfg_;
   Matrix token_embd_, output_;
   std::vector<float> output_norm_;

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <span>
 
+#include "parallel/tp_split.h"
+
 namespace lift {
 
 class Comm {
@@ -21,6 +23,7 @@ class Comm {
   int rank() const { return rank_; }
   int size() const { return size_; }
   bool leader() const { return rank_ == 0; }
+  TpShard shard() const { return {rank_, size_}; }
 
   // Rank 0's bytes to every rank.
   void broadcast(void* data, size_t bytes);

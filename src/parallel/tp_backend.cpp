@@ -17,14 +17,6 @@ TpBackend::TpBackend(std::unique_ptr<Backend> inner, Comm& comm)
   displs_.resize(static_cast<size_t>(comm.size()));
 }
 
-std::pair<size_t, size_t> TpBackend::share(size_t n_out, int rank, int size, size_t unit) {
-  const size_t units = (n_out + unit - 1) / unit;
-  const auto r = static_cast<size_t>(rank), s = static_cast<size_t>(size);
-  const size_t b = std::min(n_out, units * r / s * unit);
-  const size_t e = std::min(n_out, units * (r + 1) / s * unit);
-  return {b, e};
-}
-
 void TpBackend::set_ranges(size_t n_out, size_t unit) {
   ranges_.resize(static_cast<size_t>(comm_.size()));
   for (int r = 0; r < comm_.size(); ++r)
@@ -40,7 +32,12 @@ const Matrix& TpBackend::slice(const Matrix& w) {
   s.m = w;
   s.m.n_out = e - b;
   if (w.data != nullptr) s.m.data = w.data + b * w.row_bytes;
-  if (w.panel != nullptr) {
+  if (w.panel != nullptr && w.panel->row0 == b && w.panel->n_out == e - b) {
+    // Loaded for this rank (LlamaModel::load with its TpShard): the panels are its rows.
+  } else if (w.panel != nullptr) {
+    if (w.panel->row0 != 0 || w.panel->n_out != w.n_out) {
+      throw Error("tensor parallelism: a matrix packed for another rank's rows");
+    }
     s.panel = std::make_unique<kernels::PanelMatrix>();
     s.panel->type = w.panel->type;
     s.panel->n_in = w.panel->n_in;
@@ -91,11 +88,16 @@ void TpBackend::attention(const AttentionArgs& a) {
     s.out = o_.data();
     s.n_heads = (g1 - g0) * group;
     s.n_kv_heads = g1 - g0;
-    // The view keeps the whole cache's kv_dim as its stride and starts at this rank's first
-    // K/V head: K is [block][kv_dim][block_size], V [slot][kv_dim].
-    const size_t elem = a.kv.type == GgmlType::F32 ? 4 : 2;
-    s.kv.k = static_cast<const uint8_t*>(a.kv.k) + g0 * hd * a.kv.block_size * elem;
-    s.kv.v = static_cast<const uint8_t*>(a.kv.v) + g0 * hd * elem;
+    // A cache of this rank's heads (tp_follow's, and the leader's under TP) is read as it is;
+    // a whole one through a view that keeps its kv_dim as the stride and starts at this
+    // rank's first head: K is [block][kv_dim][block_size], V [slot][kv_dim].
+    if (a.kv.kv_dim == a.n_kv_heads * hd) {
+      const size_t elem = a.kv.type == GgmlType::F32 ? 4 : 2;
+      s.kv.k = static_cast<const uint8_t*>(a.kv.k) + g0 * hd * a.kv.block_size * elem;
+      s.kv.v = static_cast<const uint8_t*>(a.kv.v) + g0 * hd * elem;
+    } else if (a.kv.kv_dim != (g1 - g0) * hd) {
+      throw Error("tensor parallelism: the K/V cache holds neither all heads nor this rank's");
+    }
     inner_->attention(s);
   }
   ranges_.resize(static_cast<size_t>(comm_.size()));

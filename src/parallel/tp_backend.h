@@ -22,6 +22,7 @@
 #include "kernels/backend.h"
 #include "kernels/panel.h"
 #include "parallel/comm.h"
+#include "parallel/tp_split.h"
 
 namespace lift {
 
@@ -57,11 +58,14 @@ class TpBackend final : public Backend {
   // Divided by K/V heads (each with its group of query heads), gathered per token.
   void attention(const AttentionArgs& a) override;
   const char* name() const override { return inner_->name(); }
+  bool tensor_parallel() const override { return true; }
 
   // Rows [begin, end) of an n_out-row product that `rank` of `size` computes: whole units
   // (16-row panels; K/V heads), as evenly as they go.
   static std::pair<size_t, size_t> share(size_t n_out, int rank, int size,
-                                         size_t unit = kernels::kPanelRows);
+                                         size_t unit = kernels::kPanelRows) {
+    return tp_share(n_out, rank, size, unit);
+  }
 
  private:
   // This rank's rows of w, as a matrix of its own (its panels viewed in place).

@@ -21,6 +21,7 @@ namespace lift {
 class TpLeader {
  public:
   explicit TpLeader(Comm& comm) : comm_(comm) {}
+  TpShard shard() const { return comm_.shard(); }
   // The K/V pool the followers must hold from now on (a fresh one: the next passes write it
   // from empty, as `kv` is).
   void send_geometry(const KvCache& kv);

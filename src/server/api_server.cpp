@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "model/llama_model.h"
+#include "parallel/comm.h"
 #include "server/access_policy.h"
 #include "server/api_error.h"
 #include "server/generation_body.h"
@@ -359,7 +360,8 @@ int run_server(const ServerOptions& opts) {
   int rc = 0;
   std::thread loader([&] {
     try {
-      a->model = LlamaModel::load(opts.model_path);
+      a->model =
+          LlamaModel::load(opts.model_path, opts.engine.tp ? opts.engine.tp->shard() : TpShard{});
       a->tok = std::make_unique<Tokenizer>(Tokenizer::from_gguf(a->model->file()));
       a->chat = choose_chat_template(a->model->file(), opts.chat_template);
       // End tokens beyond EOS (a template's end of turn) are each request's stop ids, which
