@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Tensor parallelism is bitwise: `mpirun -np N lift serve --tp N` answers exactly what one rank
 answers (text, token ids, logprobs and top-5 alternatives, greedy and seeded sampling), for
-every model in ../shared/models/archs and ../shared/models/quantized, at 2 and 4 ranks.
+every model in ../shared/models/archs and ../shared/models/quantized, at 2 and 4 ranks. And a
+follower killed with SIGKILL ends the job instead of leaving a hung server.
 
 Usage: tp_test.py LIFT_BINARY [MODEL ...]   (run from the repository root; needs mpirun)
 """
@@ -72,15 +73,7 @@ def serve(lift, model, ranks, log):
 
 def leader_pid(mpirun_pid):
     """Rank 0 among mpirun's children (their environment names their rank)."""
-    for child in subprocess.run(["pgrep", "-P", str(mpirun_pid)], capture_output=True,
-                                text=True).stdout.split():
-        try:
-            with open(f"/proc/{child}/environ", "rb") as f:
-                if b"OMPI_COMM_WORLD_RANK=0\0" in f.read():
-                    return int(child)
-        except OSError:
-            pass
-    return None
+    return rank_pid(mpirun_pid, 0)
 
 
 def stop(proc, ranks):
@@ -124,6 +117,42 @@ def answers(lift, model, ranks, work):
         return out
 
 
+def rank_pid(mpirun_pid, rank):
+    for child in subprocess.run(["pgrep", "-P", str(mpirun_pid)], capture_output=True,
+                                text=True).stdout.split():
+        try:
+            with open(f"/proc/{child}/environ", "rb") as f:
+                if f"OMPI_COMM_WORLD_RANK={rank}\0".encode() in f.read():
+                    return int(child)
+        except OSError:
+            pass
+    return None
+
+
+def check_dead_follower(lift, model, work):
+    """A follower that dies ends the job (mpirun aborts it, rank 0 drains and exits): no server
+    is left hanging on a collective that can never complete."""
+    with open(os.path.join(work, "dead-follower.log"), "wb") as log:
+        proc, port = serve(lift, model, 2, log)
+        if port is None:
+            os.killpg(proc.pid, 9)
+            fail("the 2-rank server did not start")
+        follower = rank_pid(proc.pid, 1)
+        if follower is None:
+            os.killpg(proc.pid, 9)
+            fail("cannot find rank 1 among mpirun's children")
+        os.kill(follower, 9)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+            fail("the job outlived its killed follower by 30 s (a hung server)")
+    if proc.returncode == 0:
+        fail("the job exited 0 after a rank was killed")
+    print("tp_test: a killed follower ended the job", flush=True)
+
+
 def main():
     if len(sys.argv) < 2:
         fail("usage: tp_test.py LIFT_BINARY [MODEL ...]")
@@ -148,6 +177,7 @@ def main():
                              f"{json.dumps(b)[:600]}")
             print(f"tp_test: {os.path.basename(model)}: 2 and 4 ranks bitwise one rank's "
                   f"({time.time() - t0:.1f} s)", flush=True)
+        check_dead_follower(lift, models[0], work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"tp_test: all {len(models)} models passed", flush=True)
