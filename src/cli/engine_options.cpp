@@ -61,6 +61,7 @@ EngineConfig EngineOptions::to_config(LlamaModel* draft) const {
   if (tp < 1) throw Error("--tp must be at least 1");
   if (tp > 1) {
     c.tp = &Comm::world(tp);
+    c.tp->set_timeout(tp_timeout);
     if (!c.tp->leader()) {
       throw Error(
           "--tp: this command does not run tensor-parallel (serve, generate and bench "
@@ -92,6 +93,7 @@ int run_tp_follower(const EngineOptions& o, const std::string& model_path) {
   if (o.tp <= 1) return -1;
   Comm& comm = Comm::world(o.tp);
   if (comm.leader()) return -1;
+  comm.set_timeout(o.tp_timeout);
   // The leader decides when the group ends (a drain on SIGTERM finishes its requests, which
   // needs every rank): mpirun forwards signals to all ranks, and a follower ignores them.
   std::signal(SIGTERM, SIG_IGN);
@@ -163,6 +165,10 @@ void add_engine_options(CLI::App* app, EngineOptions& o) {
                   "Tensor-parallel ranks: run under mpirun -np N with the same arguments; rank 0 "
                   "serves, every rank computes 1/N of each matrix product")
       ->check(CLI::Range(1, 64));
+  app->add_option("--tp-timeout", o.tp_timeout,
+                  "Seconds a tensor-parallel exchange inside a forward pass may take before the "
+                  "job is aborted (a rank hangs)")
+      ->check(CLI::PositiveNumber);
   app->add_flag("--exact-activations", o.exact_activations,
                 "Multiply quantized weights with f32 activations (no 8-bit rounding)");
   add_spec_options(app, o);

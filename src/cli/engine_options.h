@@ -30,7 +30,8 @@ struct EngineOptions {
   std::string draft_model;
   bool spec_fixed = false;
   size_t spec_ngram = 4;
-  int tp = 1;  // tensor-parallel ranks (mpirun -np tp)
+  int tp = 1;              // tensor-parallel ranks (mpirun -np tp)
+  double tp_timeout = 60;  // seconds a collective inside a forward pass may take
 
   // --spec resolved: what was asked, or draft when only --draft-model was given.
   SpecMethod spec_method() const;

@@ -9,7 +9,9 @@
 #include <mpi.h>
 #include <pthread.h>
 
+#include <chrono>
 #include <csignal>
+#include <cstdio>
 #endif
 
 namespace lift {
@@ -64,22 +66,47 @@ Comm& Comm::world(int want) {
   return *comm;
 }
 
-void Comm::broadcast(void* data, size_t bytes) {
+namespace {
+// Waits for a non-blocking collective; past `timeout_s` (unless negative) aborts the job.
+void wait(MPI_Request& req, double timeout_s, int rank, const char* what) {
+  const auto start = std::chrono::steady_clock::now();
+  for (uint64_t spins = 0;; ++spins) {
+    int done = 0;
+    check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), what);
+    if (done) return;
+    if (timeout_s < 0 || spins % 1024 != 0) continue;
+    const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - start;
+    if (waited.count() > timeout_s) {
+      std::fprintf(stderr,
+                   "lift: error: rank %d: %s not completed after %.0f s: another rank "
+                   "hangs; aborting the job (--tp-timeout)\n",
+                   rank, what, timeout_s);
+      MPI_Abort(MPI_COMM_WORLD, 3);
+    }
+  }
+}
+}  // namespace
+
+void Comm::broadcast(void* data, size_t bytes, bool patient) {
   if (size_ == 1) return;
   auto* p = static_cast<char*>(data);
   // MPI counts are int: send large buffers in pieces.
   constexpr size_t kPiece = size_t{1} << 30;
   for (size_t off = 0; off < bytes; off += kPiece) {
     const size_t n = bytes - off < kPiece ? bytes - off : kPiece;
-    check(MPI_Bcast(p + off, static_cast<int>(n), MPI_BYTE, 0, MPI_COMM_WORLD), "broadcast");
+    MPI_Request req;
+    check(MPI_Ibcast(p + off, static_cast<int>(n), MPI_BYTE, 0, MPI_COMM_WORLD, &req), "broadcast");
+    wait(req, patient ? -1.0 : timeout_s_, rank_, "broadcast");
   }
 }
 
 void Comm::all_gather(const float* mine, std::span<const int> counts, std::span<const int> displs,
                       float* all) {
-  check(MPI_Allgatherv(mine, counts[static_cast<size_t>(rank_)], MPI_FLOAT, all, counts.data(),
-                       displs.data(), MPI_FLOAT, MPI_COMM_WORLD),
+  MPI_Request req;
+  check(MPI_Iallgatherv(mine, counts[static_cast<size_t>(rank_)], MPI_FLOAT, all, counts.data(),
+                        displs.data(), MPI_FLOAT, MPI_COMM_WORLD, &req),
         "all-gather");
+  wait(req, timeout_s_, rank_, "all-gather");
 }
 
 void Comm::barrier() {
@@ -95,7 +122,7 @@ Comm& Comm::world(int want) {
   return comm;
 }
 
-void Comm::broadcast(void*, size_t) {}
+void Comm::broadcast(void*, size_t, bool) {}
 
 void Comm::all_gather(const float* mine, std::span<const int> counts, std::span<const int>,
                       float* all) {

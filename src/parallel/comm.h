@@ -25,16 +25,23 @@ class Comm {
   bool leader() const { return rank_ == 0; }
   TpShard shard() const { return {rank_, size_}; }
 
-  // Rank 0's bytes to every rank.
-  void broadcast(void* data, size_t bytes);
+  // Rank 0's bytes to every rank. `patient`: may wait without end (a follower waiting for the
+  // leader's next pass: the server may be idle); otherwise the collective must complete
+  // within the timeout.
+  void broadcast(void* data, size_t bytes, bool patient = false);
   // Each rank's `mine` (counts[rank] floats) to every rank, rank after rank, in `all`.
   void all_gather(const float* mine, std::span<const int> counts, std::span<const int> displs,
                   float* all);
   void barrier();
+  // A collective inside a forward pass that has not completed after this long means a rank
+  // hangs (stopped, deadlocked; a dead one ends the job through mpirun): the job is aborted
+  // with an error naming the operation, instead of a server that never answers again.
+  void set_timeout(double seconds) { timeout_s_ = seconds; }
 
  private:
   Comm(int rank, int size) : rank_(rank), size_(size) {}
   int rank_ = 0, size_ = 1;
+  double timeout_s_ = 60;
 };
 
 }  // namespace lift

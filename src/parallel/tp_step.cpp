@@ -95,7 +95,7 @@ void tp_follow(Comm& comm, LlamaModel& model, Backend& backend) {
   const auto vocab = static_cast<size_t>(model.config().n_vocab);
   for (;;) {
     uint64_t size = 0;
-    comm.broadcast(&size, sizeof size);
+    comm.broadcast(&size, sizeof size, /*patient=*/true);  // the leader may be idle
     msg.resize(size);
     comm.broadcast(msg.data(), 4 * size);
     if (msg[0] == kStop) return;

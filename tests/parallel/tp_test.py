@@ -2,7 +2,8 @@
 """Tensor parallelism is bitwise: `mpirun -np N lift serve --tp N` answers exactly what one rank
 answers (text, token ids, logprobs and top-5 alternatives, greedy and seeded sampling), for
 every model in ../shared/models/archs and ../shared/models/quantized, at 2 and 4 ranks. And a
-follower killed with SIGKILL ends the job instead of leaving a hung server.
+follower killed with SIGKILL, or stopped with SIGSTOP, ends the job instead of leaving a hung
+server.
 
 Usage: tp_test.py LIFT_BINARY [MODEL ...]   (run from the repository root; needs mpirun)
 """
@@ -10,6 +11,7 @@ import glob
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -40,21 +42,22 @@ def free_port():
         return s.getsockname()[1]
 
 
-def post(port, body):
+def post(port, body, timeout=300):
     req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions",
                                  data=json.dumps(body).encode(), method="POST",
                                  headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=300) as r:
+    with urllib.request.urlopen(req, timeout=timeout) as r:
         return json.loads(r.read())
 
 
-def serve(lift, model, ranks, log):
+def serve(lift, model, ranks, log, extra=()):
     port = free_port()
     cmd = [lift, "serve", "-m", model, "--host", "127.0.0.1", "--port", str(port), "-t", "1",
            "--served-model-name", "m", "--max-seqs", "4", "-c", "256"]
     if ranks > 1:
         cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
-               "--mca", "mpi_yield_when_idle", "1", "-np", str(ranks)] + cmd + ["--tp", str(ranks)]
+               "--mca", "mpi_yield_when_idle", "1", "-np", str(ranks)] + cmd + \
+            ["--tp", str(ranks)] + list(extra)
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=True)
     deadline = time.time() + 120
@@ -153,6 +156,37 @@ def check_dead_follower(lift, model, work):
     print("tp_test: a killed follower ended the job", flush=True)
 
 
+def check_hung_follower(lift, model, work):
+    """A follower that stops answering (SIGSTOP) makes the leader's next exchange time out
+    (--tp-timeout) and abort the job with an error naming it."""
+    log_path = os.path.join(work, "hung-follower.log")
+    with open(log_path, "wb") as log:
+        proc, port = serve(lift, model, 2, log, ["--tp-timeout", "3"])
+        if port is None:
+            os.killpg(proc.pid, 9)
+            fail("the 2-rank server did not start")
+        follower = rank_pid(proc.pid, 1)
+        if follower is None:
+            os.killpg(proc.pid, 9)
+            fail("cannot find rank 1 among mpirun's children")
+        os.kill(follower, signal.SIGSTOP)
+        try:
+            post(port, {"model": "m", "prompt": PROMPT, "max_tokens": 4}, timeout=30)
+            answered = True
+        except (OSError, urllib.error.URLError):
+            answered = False
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+            fail("the job outlived its stopped follower by 30 s (a hung server)")
+    text = open(log_path, errors="replace").read()
+    if answered or proc.returncode == 0 or "another rank hangs" not in text:
+        fail(f"a stopped follower: answered={answered}, exit {proc.returncode}:\n{text[-2000:]}")
+    print("tp_test: a stopped follower timed out and ended the job", flush=True)
+
+
 def main():
     if len(sys.argv) < 2:
         fail("usage: tp_test.py LIFT_BINARY [MODEL ...]")
@@ -178,6 +212,7 @@ def main():
             print(f"tp_test: {os.path.basename(model)}: 2 and 4 ranks bitwise one rank's "
                   f"({time.time() - t0:.1f} s)", flush=True)
         check_dead_follower(lift, models[0], work)
+        check_hung_follower(lift, models[0], work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"tp_test: all {len(models)} models passed", flush=True)
