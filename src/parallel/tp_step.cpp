@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <memory>
-#include <unordered_map>
 
 #include "util/error.h"
 
@@ -38,24 +37,28 @@ void TpLeader::forward(LlamaModel& model, Backend& backend, const ForwardBatch& 
                        float* logits, std::span<const std::pair<int32_t, int32_t>> copies) {
   const size_t n = batch.tokens.size();
   const size_t bs = kv.block_size();
-  // One copy of each sequence's table, as long as its furthest token needs.
+  // One copy of each sequence's table, as long as its furthest token needs. A sequence's
+  // tokens sit together in the batch (in at most two runs: prompt rows, then generated ones),
+  // so the previous token's table is nearly always the one; otherwise a scan of the few seen.
   tables_.clear();
-  std::vector<int32_t> index(n), lengths;
-  std::unordered_map<const int32_t*, int32_t> seen;
+  lengths_.clear();
+  index_.resize(n);
   for (size_t i = 0; i < n; ++i) {
     const int32_t* t = batch.block_tables[i];
-    auto [it, fresh] = seen.emplace(t, static_cast<int32_t>(tables_.size()));
-    if (fresh) {
+    size_t k =
+        i > 0 && tables_[static_cast<size_t>(index_[i - 1])] == t
+            ? static_cast<size_t>(index_[i - 1])
+            : static_cast<size_t>(std::find(tables_.begin(), tables_.end(), t) - tables_.begin());
+    if (k == tables_.size()) {
       tables_.push_back(t);
-      lengths.push_back(0);
+      lengths_.push_back(0);
     }
-    index[i] = it->second;
+    index_[i] = static_cast<int32_t>(k);
     const auto need = static_cast<int32_t>(static_cast<size_t>(batch.positions[i]) / bs + 1);
-    lengths[static_cast<size_t>(it->second)] =
-        std::max(lengths[static_cast<size_t>(it->second)], need);
+    lengths_[k] = std::max(lengths_[k], need);
   }
   size_t entries = 0;
-  for (int32_t l : lengths) entries += static_cast<size_t>(l);
+  for (int32_t l : lengths_) entries += static_cast<size_t>(l);
   msg_.assign(kHeader, 0);
   msg_[0] = kForward;
   msg_[1] = static_cast<int32_t>(n);
@@ -66,10 +69,11 @@ void TpLeader::forward(LlamaModel& model, Backend& backend, const ForwardBatch& 
   msg_[6] = static_cast<int32_t>(copies.size());
   msg_.insert(msg_.end(), batch.tokens.begin(), batch.tokens.end());
   msg_.insert(msg_.end(), batch.positions.begin(), batch.positions.end());
-  msg_.insert(msg_.end(), index.begin(), index.end());
-  msg_.insert(msg_.end(), lengths.begin(), lengths.end());
-  for (size_t t = 0; t < tables_.size(); ++t)
-    msg_.insert(msg_.end(), tables_[t], tables_[t] + lengths[t]);
+  msg_.insert(msg_.end(), index_.begin(), index_.end());
+  msg_.insert(msg_.end(), lengths_.begin(), lengths_.end());
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    msg_.insert(msg_.end(), tables_[t], tables_[t] + lengths_[t]);
+  }
   msg_.insert(msg_.end(), batch.logit_rows.begin(), batch.logit_rows.end());
   for (const auto& [src, dst] : copies) {
     msg_.push_back(src);
@@ -90,6 +94,7 @@ void TpLeader::stop() {
 void tp_follow(Comm& comm, LlamaModel& model, Backend& backend) {
   std::unique_ptr<KvCache> kv;
   std::vector<int32_t> msg;
+  std::vector<const int32_t*> starts;  // per table, where its entries begin in msg
   std::vector<const int32_t*> tables;
   std::vector<float> logits;
   const auto vocab = static_cast<size_t>(model.config().n_vocab);
@@ -118,7 +123,7 @@ void tp_follow(Comm& comm, LlamaModel& model, Backend& backend) {
     const int32_t* entry = lengths + n_tables;
     const int32_t* rows = entry + entries;
     const int32_t* copy = rows + n_rows;
-    std::vector<const int32_t*> starts(n_tables);
+    starts.resize(n_tables);
     for (size_t t = 0; t < n_tables; ++t) {
       starts[t] = entry;
       entry += lengths[t];

@@ -35,7 +35,7 @@ class TpLeader {
   void send(std::vector<int32_t>& msg);
 
   Comm& comm_;
-  std::vector<int32_t> msg_;
+  std::vector<int32_t> msg_, index_, lengths_;  // reused from pass to pass
   std::vector<const int32_t*> tables_;
   bool stopped_ = false;
 };

@@ -153,6 +153,23 @@ TEST(SpecController, ProbesOfAProposerWithACostBackOffWhileTheyDoNotPay) {
   EXPECT_GE(free.draft_tokens, 4000 / SpecController::kProbeInterval * 9 / 10);
 }
 
+// n decoding sequences of `len` tokens each (all computed but the last), owned by `seqs`.
+std::vector<Sequence*> decoding(std::vector<std::unique_ptr<Sequence>>& seqs, RequestState& req,
+                                size_t n, size_t len) {
+  std::vector<Sequence*> running;
+  for (size_t i = 0; i < n; ++i) {
+    auto s = std::make_unique<Sequence>();
+    s->req = &req;
+    s->status = SeqStatus::running;
+    s->n_prompt = 1;
+    s->tokens.assign(len, 5);
+    s->n_computed = len - 1;
+    running.push_back(s.get());
+    seqs.push_back(std::move(s));
+  }
+  return running;
+}
+
 TEST(SpecController, AProbeGoesToTheSequenceItsProposerLagsLeast) {
   SpecConfig sc;
   sc.method = SpecMethod::ngram;
@@ -162,18 +179,10 @@ TEST(SpecController, AProbeGoesToTheSequenceItsProposerLagsLeast) {
   RequestState req;
   req.params.max_tokens = 1000;
   std::vector<std::unique_ptr<Sequence>> seqs;
-  std::vector<Sequence*> running;
+  const std::vector<Sequence*> running = decoding(seqs, req, 4, 100);
   for (size_t i = 0; i < 4; ++i) {
-    auto s = std::make_unique<Sequence>();
-    s->req = &req;
-    s->status = SeqStatus::running;
-    s->n_prompt = 1;
-    s->tokens.assign(100, 5);
-    s->n_computed = 99;
-    s->proposer_computed = i == 2 ? 98 : 40;  // the draft is nearly up to date on one of them
-    s->spec_seen = 50;                        // and never accepted anything
-    running.push_back(s.get());
-    seqs.push_back(std::move(s));
+    running[i]->proposer_computed = i == 2 ? 98 : 40;  // the draft is nearly up to date on one
+    running[i]->spec_seen = 50;                        // and never accepted anything
   }
   for (int i = 0; i < 64; ++i) c.observe_step(4, 1e-3, 400);
   for (int i = 0; i < 64; ++i) c.observe_step(5, 1.01e-3, 500);
@@ -228,18 +237,10 @@ TEST(SpecController, CheapCountsMeasuredLongAgoDoNotMakeDraftsFree) {
   RequestState req;
   req.params.max_tokens = 1000;
   std::vector<std::unique_ptr<Sequence>> seqs;
-  std::vector<Sequence*> running;
-  for (int i = 0; i < 16; ++i) {
-    auto s = std::make_unique<Sequence>();
-    s->req = &req;
-    s->status = SeqStatus::running;
-    s->n_prompt = 1;
-    s->tokens.assign(400, 5);
-    s->n_computed = 399;
+  const std::vector<Sequence*> running = decoding(seqs, req, 16, 400);
+  for (Sequence* s : running) {
     s->spec_accepted = 8;
     s->spec_seen = 10;
-    running.push_back(s.get());
-    seqs.push_back(std::move(s));
   }
   c.plan(running, 16, 4096, ngram);  // step 1: not a probe step
   ASSERT_FALSE(c.last_plan().probe);
