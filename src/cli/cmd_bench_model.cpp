@@ -61,8 +61,7 @@ class Bench {
       : m_(m),
         be_(be),
         kv_(m.config(), n_seqs * ((max_len + 15) / 16), 16, kv_type,
-            tp_kv_part(m.config(), tp != nullptr ? tp->shard() : TpShard{}).first,
-            tp_kv_part(m.config(), tp != nullptr ? tp->shard() : TpShard{}).second),
+            tp != nullptr ? tp->shard() : TpShard{}),
         tp_(tp) {
     if (tp_ != nullptr) tp_->send_geometry(kv_);
     const size_t per = (max_len + 15) / 16;
@@ -158,7 +157,7 @@ int run_model_bench(const ModelBenchOptions& o) {
   if (comm != nullptr && (!o.batch.empty() || !o.step_tokens.empty() || o.contend > 0)) {
     throw Error("bench model --tp measures pp and tg only (no --batch, --step-tokens, --contend)");
   }
-  auto model = LlamaModel::load(o.model, comm != nullptr ? comm->shard() : TpShard{});
+  auto model = LlamaModel::load(o.model, Comm::shard_of(comm));
   const ModelConfig& cfg = model->config();
   check_fits(o, cfg.context_length);
   ThreadPool pool(o.threads);

@@ -116,7 +116,7 @@ int run_engine(const GenerateOptions& o) {
   const auto t_load = Clock::now();
   const std::unique_ptr<LlamaModel> draft = o.engine.load_draft_model();
   EngineConfig cfg = o.engine.to_config(draft.get());
-  auto model = LlamaModel::load(o.model, cfg.tp ? cfg.tp->shard() : TpShard{});
+  auto model = LlamaModel::load(o.model, Comm::shard_of(cfg.tp));
   const Tokenizer tok = Tokenizer::from_gguf(model->file());
   cfg.reference_backend = o.reference;
   Engine engine(*model, tok, cfg);

@@ -28,12 +28,12 @@ size_t KvCache::blocks_for_budget(const ModelConfig& cfg, KvType type, size_t bl
 }
 
 KvCache::KvCache(const ModelConfig& cfg, size_t n_blocks, size_t block_size, KvType type,
-                 size_t first, size_t width)
+                 TpShard shard)
     : n_blocks_(n_blocks),
       block_size_(block_size),
-      kv_dim_(width != kAll ? width : static_cast<size_t>(cfg.kv_dim())),
+      kv_dim_(tp_kv_part(cfg, shard).second),
       n_layers_(static_cast<size_t>(cfg.n_layers)),
-      first_(width != kAll ? first : 0),
+      first_(tp_kv_part(cfg, shard).first),
       type_(type),
       elem_bytes_(type == KvType::f16 ? 2 : 4) {
   if (block_size == 0) throw Error("KV block size must be positive");

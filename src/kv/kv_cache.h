@@ -11,6 +11,7 @@
 
 #include "kernels/backend.h"
 #include "model/model_config.h"
+#include "parallel/tp_split.h"
 
 namespace lift {
 
@@ -20,11 +21,9 @@ KvType parse_kv_type(const std::string& s);  // "f32" | "f16"; throws lift::Erro
 
 class KvCache {
  public:
-  static constexpr size_t kAll = SIZE_MAX;
-  // `first`, `width`: the K/V elements of a token this cache holds (a tensor-parallel rank's
-  // heads, maybe none); kAll: all of them.
+  // A tensor-parallel rank's cache (`shard`) holds only that rank's K/V heads (maybe none).
   KvCache(const ModelConfig& cfg, size_t n_blocks, size_t block_size, KvType type = KvType::f32,
-          size_t first = 0, size_t width = kAll);
+          TpShard shard = {});
 
   // Bytes of K and V for one token over all layers.
   static size_t bytes_per_token(const ModelConfig& cfg, KvType type);

@@ -16,14 +16,6 @@
 
 namespace lift {
 
-bool Comm::built_with_mpi() {
-#ifdef LIFT_HAVE_MPI
-  return true;
-#else
-  return false;
-#endif
-}
-
 #ifdef LIFT_HAVE_MPI
 namespace {
 void check(int rc, const char* what) {
@@ -109,9 +101,6 @@ void Comm::all_gather(const float* mine, std::span<const int> counts, std::span<
   wait(req, timeout_s_, rank_, "all-gather");
 }
 
-void Comm::barrier() {
-  if (size_ > 1) check(MPI_Barrier(MPI_COMM_WORLD), "barrier");
-}
 #else
 Comm& Comm::world(int want) {
   static Comm comm(0, 1);
@@ -129,7 +118,6 @@ void Comm::all_gather(const float* mine, std::span<const int> counts, std::span<
   for (int i = 0; i < counts[0]; ++i) all[i] = mine[i];
 }
 
-void Comm::barrier() {}
 #endif
 
 }  // namespace lift

@@ -18,7 +18,8 @@ class Comm {
   // required: throws lift::Error when the process was started with another count (e.g. not
   // under `mpirun -np want`) or lift was built without MPI and want > 1.
   static Comm& world(int want);
-  static bool built_with_mpi();
+  // A group's shard of the model for this rank; the whole model without a group.
+  static TpShard shard_of(const Comm* c) { return c != nullptr ? c->shard() : TpShard{}; }
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -32,7 +33,6 @@ class Comm {
   // Each rank's `mine` (counts[rank] floats) to every rank, rank after rank, in `all`.
   void all_gather(const float* mine, std::span<const int> counts, std::span<const int> displs,
                   float* all);
-  void barrier();
   // A collective inside a forward pass that has not completed after this long means a rank
   // hangs (stopped, deadlocked; a dead one ends the job through mpirun): the job is aborted
   // with an error naming the operation, instead of a server that never answers again.

@@ -7,10 +7,6 @@
 
 namespace lift {
 
-namespace {
-void no_free(void*) {}
-}  // namespace
-
 TpBackend::TpBackend(std::unique_ptr<Backend> inner, Comm& comm)
     : inner_(std::move(inner)), comm_(comm) {
   counts_.resize(static_cast<size_t>(comm.size()));
@@ -26,29 +22,19 @@ void TpBackend::set_ranges(size_t n_out, size_t unit) {
 const Matrix& TpBackend::slice(const Matrix& w) {
   const void* key = w.panel != nullptr ? static_cast<const void*>(w.panel) : w.data;
   auto it = slices_.find(key);
-  if (it != slices_.end()) return it->second.m;
+  if (it != slices_.end()) return it->second;
   const auto [b, e] = share(w.n_out, comm_.rank(), comm_.size());
-  Slice s;
-  s.m = w;
-  s.m.n_out = e - b;
-  if (w.data != nullptr) s.m.data = w.data + b * w.row_bytes;
-  if (w.panel != nullptr && w.panel->row0 == b && w.panel->n_out == e - b) {
-    // Loaded for this rank (LlamaModel::load with its TpShard): the panels are its rows.
-  } else if (w.panel != nullptr) {
-    if (w.panel->row0 != 0 || w.panel->n_out != w.n_out) {
-      throw Error("tensor parallelism: a matrix packed for another rank's rows");
-    }
-    s.panel = std::make_unique<kernels::PanelMatrix>();
-    s.panel->type = w.panel->type;
-    s.panel->n_in = w.panel->n_in;
-    s.panel->n_out = e - b;
-    s.panel->panel_bytes = w.panel->panel_bytes;
-    // A view: the whole matrix's panels from this rank's first one on (b is a panel start).
-    s.panel->data = std::unique_ptr<uint8_t[], void (*)(void*)>(
-        const_cast<uint8_t*>(w.panel->panel(b / kernels::kPanelRows)), no_free);
-    s.m.panel = s.panel.get();
+  // Panels were packed for this rank's rows only (LlamaModel::load with its TpShard); stored
+  // rows are read in place from the whole tensor.
+  if (w.panel != nullptr && (w.panel->row0 != b || w.panel->n_out != e - b)) {
+    throw Error(
+        "tensor parallelism: a matrix not loaded for this rank's rows (LlamaModel::load "
+        "with the group's TpShard)");
   }
-  return slices_.emplace(key, std::move(s)).first->second.m;
+  Matrix s = w;
+  s.n_out = e - b;
+  if (w.data != nullptr) s.data = w.data + b * w.row_bytes;
+  return slices_.emplace(key, s).first->second;
 }
 
 void TpBackend::gather(size_t n_out, size_t n_rows, const float* mine, float* y) {

@@ -2,17 +2,16 @@
 // and each matrix product is split by output rows (whole 16-row panels) over the ranks; each
 // rank computes its rows with the backend it wraps and an all-gather gives every rank the whole
 // result. Attention is split the same way by K/V heads (each rank attends with its heads over
-// its heads' part of the paged K/V) and gathered per token. The rest (norms, rotary
-// embedding, the K/V writes) runs on every rank on the gathered activations.
+// its heads' K/V) and gathered per token. The rest (norms, rotary embedding) runs on every rank
+// on the gathered activations. A rank's model holds only its rows' panels and its K/V cache
+// only its heads (LlamaModel::load and KvCache with the rank's TpShard).
 //
 // Why this split: an output is the same dot product, in the same order, whichever rank computes
 // it (the kernels' results do not depend on the column range they are given: the thread split
 // already relies on that), and a gather only moves floats, so logits are bitwise those of one
 // rank. The usual Megatron split (o_proj and ffn_down by input dimension, then an all-reduce)
 // sums partial dot products in a rank-count-dependent order and cannot keep that promise.
-// Cost: eight all-gathers per layer (docs/scaling.md). Weights and K/V are held whole by every
-// rank (each reads only its rows of each weight and its heads' K/V, so memory traffic per
-// token does divide, but memory does not).
+// Cost: eight all-gathers per layer (docs/scaling.md).
 #pragma once
 
 #include <memory>
@@ -68,21 +67,17 @@ class TpBackend final : public Backend {
   }
 
  private:
-  // This rank's rows of w, as a matrix of its own (its panels viewed in place).
+  // This rank's rows of w, as a matrix of its own.
   const Matrix& slice(const Matrix& w);
   // Gathers every rank's [rows][its share] block into y ([rows][n_out]); rank r's share is
   // columns ranges_[r] (set by the caller).
   void gather(size_t n_out, size_t n_rows, const float* mine, float* y);
   void set_ranges(size_t n_out, size_t unit);
 
-  struct Slice {
-    Matrix m;
-    std::unique_ptr<kernels::PanelMatrix> panel;
-  };
   std::unique_ptr<Backend> inner_;
   Comm& comm_;
-  std::unordered_map<const void*, Slice> slices_;  // by the whole matrix's data
-  static constexpr size_t kMaxParts = 4;           // products per matmul_many gathered at once
+  std::unordered_map<const void*, Matrix> slices_;  // by the whole matrix's panels or data
+  static constexpr size_t kMaxParts = 4;            // products per matmul_many gathered at once
   std::vector<float> mine_[kMaxParts], all_;
   std::vector<int> counts_, displs_;
   std::vector<std::pair<size_t, size_t>> ranges_;

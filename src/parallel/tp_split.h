@@ -26,10 +26,8 @@ inline std::pair<size_t, size_t> tp_share(size_t n, int rank, int size,
   return {std::min(n, units * r / s * unit), std::min(n, units * (r + 1) / s * unit)};
 }
 
-// The K/V elements of a token a rank's cache holds: its whole K/V heads, {first, width};
-// width SIZE_MAX (KvCache::kAll) for one rank.
+// The K/V elements of a token a rank's cache holds: its whole K/V heads, {first, width}.
 inline std::pair<size_t, size_t> tp_kv_part(const ModelConfig& cfg, TpShard shard) {
-  if (shard.whole()) return {0, SIZE_MAX};
   const auto hd = static_cast<size_t>(cfg.head_dim);
   const auto [g0, g1] = tp_share(static_cast<size_t>(cfg.n_kv_heads), shard.rank, shard.size, 1);
   return {g0 * hd, (g1 - g0) * hd};

@@ -105,10 +105,9 @@ void tp_follow(Comm& comm, LlamaModel& model, Backend& backend) {
     comm.broadcast(msg.data(), 4 * size);
     if (msg[0] == kStop) return;
     if (msg[0] == kGeometry) {
-      const auto [first, width] = tp_kv_part(model.config(), comm.shard());
       kv = std::make_unique<KvCache>(model.config(), static_cast<size_t>(msg[1]),
                                      static_cast<size_t>(msg[2]), static_cast<KvType>(msg[3]),
-                                     first, width);
+                                     comm.shard());
       continue;
     }
     if (!kv) throw Error("tensor parallelism: a forward pass before the K/V geometry");

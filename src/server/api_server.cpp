@@ -360,8 +360,7 @@ int run_server(const ServerOptions& opts) {
   int rc = 0;
   std::thread loader([&] {
     try {
-      a->model =
-          LlamaModel::load(opts.model_path, opts.engine.tp ? opts.engine.tp->shard() : TpShard{});
+      a->model = LlamaModel::load(opts.model_path, Comm::shard_of(opts.engine.tp));
       a->tok = std::make_unique<Tokenizer>(Tokenizer::from_gguf(a->model->file()));
       a->chat = choose_chat_template(a->model->file(), opts.chat_template);
       // End tokens beyond EOS (a template's end of turn) are each request's stop ids, which

@@ -72,6 +72,23 @@ class CostlyProposer : public Proposer {
   double seconds_;
 };
 
+// n decoding sequences of `len` tokens each (all computed but the last), owned by `seqs`.
+std::vector<Sequence*> decoding(std::vector<std::unique_ptr<Sequence>>& seqs, RequestState& req,
+                                size_t n, size_t len) {
+  std::vector<Sequence*> running;
+  for (size_t i = 0; i < n; ++i) {
+    auto s = std::make_unique<Sequence>();
+    s->req = &req;
+    s->status = SeqStatus::running;
+    s->n_prompt = 1;
+    s->tokens.assign(len, 5);
+    s->n_computed = len - 1;
+    running.push_back(s.get());
+    seqs.push_back(std::move(s));
+  }
+  return running;
+}
+
 Outcome simulate(size_t n_seqs, size_t context, CostLaw law, Noise noise, double alpha,
                  size_t steps, size_t warmup = 64, uint32_t seed = 7,
                  const Proposer* proposer = nullptr) {
@@ -84,16 +101,10 @@ Outcome simulate(size_t n_seqs, size_t context, CostLaw law, Noise noise, double
   RequestState req;
   req.params.max_tokens = 1 << 20;
   std::vector<std::unique_ptr<Sequence>> seqs;
-  std::vector<Sequence*> running;
-  for (size_t i = 0; i < n_seqs; ++i) {
-    auto s = std::make_unique<Sequence>();
-    s->req = &req;
-    s->status = SeqStatus::running;
-    s->n_prompt = 1;
-    s->tokens.assign(context + 13 * i, 5);
-    s->n_computed = s->tokens.size() - 1;
-    running.push_back(s.get());
-    seqs.push_back(std::move(s));
+  const std::vector<Sequence*> running = decoding(seqs, req, n_seqs, context);
+  for (size_t i = 0; i < n_seqs; ++i) {  // contexts apart
+    running[i]->tokens.resize(context + 13 * i, 5);
+    running[i]->n_computed = running[i]->tokens.size() - 1;
   }
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> u(0, 1);
@@ -151,23 +162,6 @@ TEST(SpecController, ProbesOfAProposerWithACostBackOffWhileTheyDoNotPay) {
   // The free n-gram lookup keeps its probe every kProbeInterval steps.
   const Outcome free = simulate(4, 64, law, Noise(10), 0.0, 4000);
   EXPECT_GE(free.draft_tokens, 4000 / SpecController::kProbeInterval * 9 / 10);
-}
-
-// n decoding sequences of `len` tokens each (all computed but the last), owned by `seqs`.
-std::vector<Sequence*> decoding(std::vector<std::unique_ptr<Sequence>>& seqs, RequestState& req,
-                                size_t n, size_t len) {
-  std::vector<Sequence*> running;
-  for (size_t i = 0; i < n; ++i) {
-    auto s = std::make_unique<Sequence>();
-    s->req = &req;
-    s->status = SeqStatus::running;
-    s->n_prompt = 1;
-    s->tokens.assign(len, 5);
-    s->n_computed = len - 1;
-    running.push_back(s.get());
-    seqs.push_back(std::move(s));
-  }
-  return running;
 }
 
 TEST(SpecController, AProbeGoesToTheSequenceItsProposerLagsLeast) {
