@@ -273,6 +273,10 @@ def run(lift, nginx, work, procs):
     if not first.startswith(b"data: "):
         fail(f"unexpected stream start {first!r}")
     reps[0].proc.send_signal(signal.SIGTERM)
+    # The drain begins when the replica's signal thread has seen the signal, not when it is
+    # sent: a request sent in between is served, and rightly (CI once saw exactly that).
+    wait_until(lambda: http("GET", f"{reps[0].url}/health", timeout=2)[0] == 503,
+               "the replica to say it is draining")
     during = []
     for turn in range(4):
         status, hdrs, _ = http("POST", f"{lb}/v1/completions",
