@@ -45,14 +45,15 @@ inline void store_lanes(const KArgs& a, size_t p, size_t r, __m512 v) {
 }
 
 // Decode streams each panel once from DRAM: ask for the lines a fixed distance ahead of the
-// part of the block being read (the blocks are contiguous, so this crosses into later ones),
-// into L2 (T1): an L1 prefetch this far ahead holds one of L1's few miss buffers per line, and
-// measured (Zen 4, one thread, 1.1B Q4_K_M decode) 19.3 t/s at 4 KiB/T0 against 23.8 at
-// 8 KiB/T1 (16 KiB: 20.5).
+// part of the codes being read (stream_ahead: on into the next tile's panel), into L2 (T1): an
+// L1 prefetch this far ahead holds one of L1's few miss buffers per line, and measured (Zen 4,
+// one thread, 1.1B Q4_K_M decode) 19.3 t/s at 4 KiB/T0 against 23.8 at 8 KiB/T1 (16 KiB:
+// 20.5), before stream_ahead; with it 4-32 KiB measured alike.
 constexpr size_t kAhead = 8192;
-inline void prefetch_span(const uint8_t* p, size_t bytes) {
+inline void prefetch_codes(const uint8_t* codes, size_t at, size_t bytes, size_t len, size_t next) {
   for (size_t off = 0; off < bytes; off += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(p + kAhead + off), _MM_HINT_T1);
+    _mm_prefetch(reinterpret_cast<const char*>(stream_ahead(codes, at + kAhead + off, len, next)),
+                 _MM_HINT_T1);
   }
 }
 
@@ -79,6 +80,7 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
     pw[c] = panel_at(a.w, p0 + static_cast<size_t>(c));
     ps[c] = pw[c] + a.nb * W::kBlockBytes;
   }
+  const size_t next_tile = C * a.w.panel_bytes;
   const uint8_t* xr[R];
   for (int r = 0; r < R; ++r) xr[r] = a.act + (r0 + static_cast<size_t>(r)) * a.act_stride;
   const __m512i m4 = _mm512_set1_epi8(0x0F);
@@ -97,7 +99,9 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
     for (int c = 0; c < C; ++c) blk[c] = pw[c] + b * W::kBlockBytes;
     if constexpr (R < 4) {  // decode tiles (k_loop); prefill tiles meet cached panels
       for (int c = 0; c < C; ++c) {
-        _mm_prefetch(reinterpret_cast<const char*>(ps[c] + (b + 8) * W::kScaleBytes), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(stream_ahead(ps[c], (b + 8) * W::kScaleBytes,
+                                                                a.nb * W::kScaleBytes, next_tile)),
+                     _MM_HINT_T0);
       }
     }
     if constexpr (W::kHasMin) {
@@ -131,7 +135,10 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
     __m512i sumi[R][C];
     for (size_t k = 0; k < W::kSubs; ++k) {
       if constexpr (R < 4) {
-        for (int c = 0; c < C; ++c) prefetch_span(blk[c] + k * W::kSubBytes, W::kSubBytes);
+        for (int c = 0; c < C; ++c) {
+          prefetch_codes(pw[c], b * W::kBlockBytes + k * W::kSubBytes, W::kSubBytes,
+                         a.nb * W::kBlockBytes, next_tile);
+        }
       }
       __m512i dot[R][C];
       if constexpr (W::kSubs == 8) {

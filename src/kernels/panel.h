@@ -128,6 +128,14 @@ struct PanelView {
 PanelView panel_view(const PanelMatrix& w);
 inline namespace LIFT_TARGET_NS {
 inline const uint8_t* panel_at(const PanelView& w, size_t p) { return w.data + p * w.panel_bytes; }
+// For prefetching in decode tiles of `next` bytes of panels, which walk a thread's panels in
+// order: byte `pos` of a stream (a panel's codes or scales, `len` bytes from `base`), and past
+// its end the same stream of the next tile's panel. Continuing into the next panel instead would
+// ask for lines another stream of this tile has read already, and leave the first `pos` bytes
+// of every panel but the first unrequested (1.1B Q4_K_M decode, one thread, Zen 4: 24 -> 30 t/s).
+inline const uint8_t* stream_ahead(const uint8_t* base, size_t pos, size_t len, size_t next) {
+  return pos < len ? base + pos : base + next + (pos - len);
+}
 }  // namespace LIFT_TARGET_NS
 
 // K panels (panel_kquant.cpp): writes row `lane` of a panel from one stored row.
