@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <random>
+#include <string>
 
 #include "cli/commands.h"
 #include "cli/timing.h"
@@ -196,6 +197,11 @@ int run_model_bench(const ModelBenchOptions& o) {
       kernels::act_format(wtype, !o.exact_activations) != kernels::ActFormat::f32;
 
   const size_t kv_per_token = KvCache::bytes_per_token(cfg, kv_type);
+  // Read bandwidth measured between the tg repetitions too: each repetition is compared with
+  // the mean of the probes just before and after it.
+  std::unique_ptr<ReadBandwidthProbe> rep_probe;
+  if (o.probes) rep_probe = std::make_unique<ReadBandwidthProbe>(pool, size_t{256} << 20);
+  std::vector<double> tg_bw;  // o.reps + 1 probes around the (last) tg repetitions
   auto measure = [&](std::vector<double>& pp, std::vector<double>& tg) {
     for (int r = 0; r < o.reps; ++r) {
       Bench b(*model, *be, 1, static_cast<size_t>(std::max(o.prompt, o.gen)), kv_type, tp.get());
@@ -203,11 +209,14 @@ int run_model_bench(const ModelBenchOptions& o) {
       b.step(1, 0, o.prompt, kernels::RowKind::prompt);
       pp.push_back(o.prompt / secs(Clock::now() - t0));
     }
+    tg_bw.clear();
     for (int r = 0; r < o.reps; ++r) {
       Bench b(*model, *be, 1, static_cast<size_t>(o.gen), kv_type, tp.get());
+      if (rep_probe && r == 0) tg_bw.push_back(rep_probe->measure(3));
       const auto t0 = Clock::now();
       for (int i = 0; i < o.gen; ++i) b.step(1, i, 1, kernels::RowKind::generated);
       tg.push_back(o.gen / secs(Clock::now() - t0));
+      if (rep_probe) tg_bw.push_back(rep_probe->measure(3));
     }
   };
   // With --contend, the same measurements first on a quiet machine, then with one core kept
@@ -305,6 +314,20 @@ int run_model_bench(const ModelBenchOptions& o) {
         bw, before.read_gbps, after.read_gbps, fp32, int8_name, int8);
     std::printf("decode bound %.1f t/s (%.1f MB per step at mean context %d); tg is %.0f%% of it\n",
                 bound, bytes / 1e6, o.gen / 2, 100 * ts.median / bound);
+    // Each tg repetition against the bandwidth read just before and after it.
+    std::vector<double> paired;
+    std::string each;
+    for (size_t r = 0; r < tg.size() && r + 1 < tg_bw.size(); ++r) {
+      const double bw_r = (tg_bw[r] + tg_bw[r + 1]) / 2;
+      paired.push_back(100 * tg[r] * bytes / (bw_r * 1e9));
+      each += (each.empty() ? "" : ", ") + std::to_string(static_cast<int>(paired.back() + 0.5)) +
+              "% at " + std::to_string(static_cast<int>(bw_r + 0.5)) + " GB/s";
+    }
+    const Stats pr = stats(paired);
+    std::printf("tg against the bandwidth read around each repetition: median %.0f%% (%s)\n",
+                pr.median, each.c_str());
+    j["tg_pct_of_bound_paired"] = pr.median;
+    j["tg_bw_gbps"] = tg_bw;
     std::printf("prefill %.0f G%s/s = %.0f%% of the %s peak\n", pp_ops, int8_path ? "OP" : "FLOP",
                 100 * pp_ops / peak, int8_path ? int8_name : "fp32 FMA");
     // F16/BF16 prompt rows on AMX tiles do 4 (F16) or 2 (BF16) bf16 tile products per

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <memory>
 #include <vector>
 
 #include "kernels/isa.h"
@@ -45,40 +44,48 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-double probe_read_bandwidth(ThreadPool& pool, size_t bytes, int passes) {
-  const size_t n = bytes / sizeof(float) / 64 * 64;
-  auto deleter = [](float* p) { std::free(p); };
+ReadBandwidthProbe::ReadBandwidthProbe(ThreadPool& pool, size_t bytes)
+    : pool_(pool), n_(bytes / sizeof(float) / 64 * 64) {
   // Allocated as the packed weights are (huge pages where available), so the bound is the
   // machine's best stream, not a handicapped one.
-  std::unique_ptr<float, decltype(deleter)> buf(
-      static_cast<float*>(alloc_streamed(n * sizeof(float))), deleter);
-  const size_t threads = static_cast<size_t>(pool.size());
+  buf_ = static_cast<float*>(alloc_streamed(n_ * sizeof(float)));
+  const size_t threads = static_cast<size_t>(pool_.size());
   // Touch every page from its reading thread first.
-  pool.parallel_for(threads, [&](size_t t, int) {
-    const size_t b = n / threads * t / 64 * 64,
-                 e = t + 1 == threads ? n : n / threads * (t + 1) / 64 * 64;
-    std::fill(buf.get() + b, buf.get() + e, 1.0f);
+  pool_.parallel_for(threads, [&](size_t t, int) {
+    const size_t b = n_ / threads * t / 64 * 64,
+                 e = t + 1 == threads ? n_ : n_ / threads * (t + 1) / 64 * 64;
+    std::fill(buf_ + b, buf_ + e, 1.0f);
   });
+}
+
+ReadBandwidthProbe::~ReadBandwidthProbe() { std::free(buf_); }
+
+double ReadBandwidthProbe::measure(int passes) {
+  const size_t threads = static_cast<size_t>(pool_.size());
   const kernels::Isa isa = kernels::active_isa();
   std::vector<double> rates;
   for (int pass = 0; pass <= passes; ++pass) {
     const auto t0 = Clock::now();
-    pool.parallel_for(threads, [&](size_t t, int) {
-      const size_t b = n / threads * t / 64 * 64,
-                   e = t + 1 == threads ? n : n / threads * (t + 1) / 64 * 64;
+    pool_.parallel_for(threads, [&](size_t t, int) {
+      const size_t b = n_ / threads * t / 64 * 64,
+                   e = t + 1 == threads ? n_ : n_ / threads * (t + 1) / 64 * 64;
       float s;
       if (isa >= kernels::Isa::avx512)
-        s = probes::sum_avx512(buf.get() + b, e - b);
+        s = probes::sum_avx512(buf_ + b, e - b);
       else if (isa == kernels::Isa::avx2)
-        s = probes::sum_avx2(buf.get() + b, e - b);
+        s = probes::sum_avx2(buf_ + b, e - b);
       else
-        s = sum_scalar(buf.get() + b, e - b);
+        s = sum_scalar(buf_ + b, e - b);
       g_sink_f = g_sink_f + s;
     });
     if (pass > 0)
-      rates.push_back(static_cast<double>(n * sizeof(float)) / secs(Clock::now() - t0) / 1e9);
+      rates.push_back(static_cast<double>(n_ * sizeof(float)) / secs(Clock::now() - t0) / 1e9);
   }
   return median(rates);
+}
+
+double probe_read_bandwidth(ThreadPool& pool, size_t bytes, int passes) {
+  return ReadBandwidthProbe(pool, bytes).measure(passes);
 }
 
 double probe_fp32_fma(ThreadPool& pool) {
