@@ -26,8 +26,8 @@ struct Cache {
   RandomKvPool pool;
   std::vector<int32_t> table;
 
-  Cache(GgmlType t, size_t n_ctx)
-      : pool(t, kHeadDim * kKvHeads, kBlock, (n_ctx + kBlock - 1) / kBlock, 3) {
+  Cache(GgmlType t, size_t n_ctx, size_t head_dim = kHeadDim)
+      : pool(t, head_dim * kKvHeads, kBlock, (n_ctx + kBlock - 1) / kBlock, 3) {
     for (size_t b = 0; b < pool.n_blocks; ++b) {
       table.push_back(static_cast<int32_t>(pool.n_blocks - 1 - b));
     }
@@ -85,6 +85,32 @@ void bm_attention_prefill(benchmark::State& state, GgmlType t, size_t n_ctx) {
       2.0 * macs * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 
+// Speculative verification: one sequence's decode token and n_q - 1 drafts after it, the last
+// of them at position n_ctx - 1, as one tile. Time per call; per query it shows what a draft
+// row adds to a one-token step's attention.
+void bm_attention_verify(benchmark::State& state, size_t head_dim, size_t n_ctx, size_t n_q) {
+  const Cache cache(GgmlType::F32, n_ctx, head_dim);
+  const auto q = randn(n_q * head_dim, 10);
+  std::vector<float> out(n_q * head_dim), scratch(attention_scratch_floats(kBlock, head_dim));
+  std::vector<int32_t> n_of(n_q);
+  const float* qp[kAttentionTile];
+  float* op[kAttentionTile];
+  for (size_t i = 0; i < n_q; ++i) {
+    n_of[i] = static_cast<int32_t>(n_ctx - n_q + 1 + i);
+    qp[i] = q.data() + i * head_dim;
+    op[i] = out.data() + i * head_dim;
+  }
+  for (auto _ : state) {
+    attend_tile(qp, n_q, cache.view(), 0, head_dim, cache.table.data(), n_of.data(), 0.125f,
+                scratch.data(), op);
+    benchmark::DoNotOptimize(out.data());
+  }
+  // Seconds per query (the reported time divided by n_q).
+  state.counters["per_query"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * static_cast<double>(n_q),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
 void bm_quantize(benchmark::State& state, size_t n) {
   const auto x = randn(n, 7);
   std::vector<uint8_t> out(act_row_bytes(ActFormat::q8_0, n));
@@ -121,6 +147,15 @@ int register_all() {
     benchmark::RegisterBenchmark(("attention/prefill/" + type + "/512").c_str(),
                                  bm_attention_prefill, t, size_t{512})
         ->Unit(benchmark::kMicrosecond);
+  }
+  for (size_t hd : {8u, 64u}) {
+    for (size_t n_q : {1u, 2u, 5u, 9u}) {
+      benchmark::RegisterBenchmark(("attention/verify/F32/hd" + std::to_string(hd) + "/1024/" +
+                                    std::to_string(n_q))
+                                       .c_str(),
+                                   bm_attention_verify, hd, size_t{1024}, n_q)
+          ->Unit(benchmark::kMicrosecond);
+    }
   }
   benchmark::RegisterBenchmark("act_quant/q8_0/5632", bm_quantize, size_t{5632})
       ->Unit(benchmark::kMicrosecond);

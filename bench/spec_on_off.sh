@@ -2,8 +2,9 @@
 # Speculation on against off through the server, in one run: starts `lift serve` with the
 # given arguments (a model and its --spec / --draft-model), then at each concurrency level runs
 # `lift bench serve` with the server's speculation (spec_tokens not sent) and with it off for
-# every request (spec_tokens 0), alternating which goes first, and prints output tokens/s on
-# over off per repetition, and per level the geometric mean of those ratios.
+# every request (spec_tokens 0), alternating which goes first, after one uncounted warm-up run,
+# and prints output tokens/s on over off per repetition, and per level the geometric mean of
+# those ratios.
 #
 #   bench/spec_on_off.sh [-c 1,4,16] [-n PROMPTS_PER_LEVEL] [-r REPS] [-o OUT_LEN] [-i IN_LEN]
 #                        [--vocab V] [--dataset FILE] -- SERVE_ARGS...
@@ -48,6 +49,11 @@ run() {  # level, spec_tokens ("" = the server's), result file
 echo "level  rep  on_tok/s  off_tok/s  on/off  acceptance  accepted_len"
 IFS=, read -ra lv <<<"$levels"
 for c in "${lv[@]}"; do
+  # A run first that is not counted: every measured run then meets this level's prompts (the
+  # same ids each run) in the prefix cache, their draft K/V included. Without it the first
+  # measured run alone computed them, which cost rep 1 at 16 sequences ~25% of its throughput
+  # against the run after it, whichever of on and off it was.
+  run "$c" "" "$tmp/warm-up.json"
   for r in $(seq "$reps"); do
     if [ $((r % 2)) -eq 1 ]; then
       run "$c" "" "$tmp/on.json"; run "$c" 0 "$tmp/off.json"
