@@ -150,10 +150,9 @@ int register_all() {
   }
   for (size_t hd : {8u, 64u}) {
     for (size_t n_q : {1u, 2u, 5u, 9u}) {
-      benchmark::RegisterBenchmark(("attention/verify/F32/hd" + std::to_string(hd) + "/1024/" +
-                                    std::to_string(n_q))
-                                       .c_str(),
-                                   bm_attention_verify, hd, size_t{1024}, n_q)
+      benchmark::RegisterBenchmark(
+          ("attention/verify/F32/hd" + std::to_string(hd) + "/1024/" + std::to_string(n_q)).c_str(),
+          bm_attention_verify, hd, size_t{1024}, n_q)
           ->Unit(benchmark::kMicrosecond);
     }
   }

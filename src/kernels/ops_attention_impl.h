@@ -302,47 +302,70 @@ inline void run_scores(const ScoreJob* jobs, size_t n_jobs, bool shared, size_t 
 // element the same sequence as the portable loop; the queries share every load of V, and
 // with four vectors per query there are 4Q independent chains of adds: Q = 4 keeps both
 // floating-point ports busy, fewer leave them waiting on the adds' latency.
+// One slice of U <= 4 vectors of the head, elements [d, d + 16 U) below n.
+template <size_t Q, size_t U>
+inline void accumulate_slice(const float* const* p, const size_t* len, size_t all, const float* c,
+                             float* const* o, const float* v, size_t stride, size_t n, size_t d) {
+  __mmask16 m[U];
+#pragma GCC unroll 4
+  for (size_t u = 0; u < U; ++u) {
+    const size_t at = d + 16 * u;
+    m[u] = mask16(at < n ? n - at : 0);
+  }
+  // Every loop over t and u unrolled: otherwise GCC keeps acc in memory and stores it at
+  // every row.
+  __m512 acc[Q][U];
+#pragma GCC unroll 4
+  for (size_t t = 0; t < Q; ++t) {
+#pragma GCC unroll 4
+    for (size_t u = 0; u < U; ++u) {
+      acc[t][u] =
+          _mm512_mul_ps(_mm512_maskz_loadu_ps(m[u], o[t] + d + 16 * u), _mm512_set1_ps(c[t]));
+    }
+  }
+  for (size_t j = 0; j < all; ++j) {
+    __m512 w[Q];
+#pragma GCC unroll 4
+    for (size_t t = 0; t < Q; ++t) w[t] = _mm512_set1_ps(p[t][j]);
+#pragma GCC unroll 4
+    for (size_t u = 0; u < U; ++u) {
+      const __m512 vv = _mm512_maskz_loadu_ps(m[u], v + j * stride + d + 16 * u);
+#pragma GCC unroll 4
+      for (size_t t = 0; t < Q; ++t) acc[t][u] = _mm512_fmadd_ps(w[t], vv, acc[t][u]);
+    }
+  }
+#pragma GCC unroll 4
+  for (size_t t = 0; t < Q; ++t) {
+    for (size_t j = all; j < len[t]; ++j) {
+      const __m512 w = _mm512_set1_ps(p[t][j]);
+#pragma GCC unroll 4
+      for (size_t u = 0; u < U; ++u) {
+        acc[t][u] =
+            _mm512_fmadd_ps(w, _mm512_maskz_loadu_ps(m[u], v + j * stride + d + 16 * u), acc[t][u]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (size_t t = 0; t < Q; ++t) {
+#pragma GCC unroll 4
+    for (size_t u = 0; u < U; ++u) _mm512_mask_storeu_ps(o[t] + d + 16 * u, m[u], acc[t][u]);
+  }
+}
+
+// Slices of 64 elements, then one of the 1-3 vectors left: a head of 8 (stories260K) or 32
+// dimensions would otherwise run four vectors' loads and FMAs per row for one or two vectors'
+// worth of lanes (the elements' operations are the same either way).
 template <size_t Q>
 inline void accumulate_rows(const float* const* p, const size_t* len, const float* c,
                             float* const* o, const float* v, size_t stride, size_t n) {
   size_t all = len[0];
   for (size_t t = 1; t < Q; ++t) all = min_of(all, len[t]);
-  for (size_t d = 0; d < n; d += 64) {
-    __mmask16 m[4];
-    for (size_t u = 0; u < 4; ++u) {
-      const size_t at = d + 16 * u;
-      m[u] = mask16(at < n ? n - at : 0);
-    }
-    __m512 acc[Q][4];
-    for (size_t t = 0; t < Q; ++t) {
-      for (size_t u = 0; u < 4; ++u) {
-        acc[t][u] =
-            _mm512_mul_ps(_mm512_maskz_loadu_ps(m[u], o[t] + d + 16 * u), _mm512_set1_ps(c[t]));
-      }
-    }
-    for (size_t j = 0; j < all; ++j) {
-      __m512 w[Q];
-      for (size_t t = 0; t < Q; ++t) w[t] = _mm512_set1_ps(p[t][j]);
-      for (size_t u = 0; u < 4; ++u) {
-        const __m512 vv = _mm512_maskz_loadu_ps(m[u], v + j * stride + d + 16 * u);
-        for (size_t t = 0; t < Q; ++t) acc[t][u] = _mm512_fmadd_ps(w[t], vv, acc[t][u]);
-      }
-    }
-    // Unrolled so that acc stays in registers.
-#pragma GCC unroll 4
-    for (size_t t = 0; t < Q; ++t) {
-      for (size_t j = all; j < len[t]; ++j) {
-        const __m512 w = _mm512_set1_ps(p[t][j]);
-        for (size_t u = 0; u < 4; ++u) {
-          acc[t][u] = _mm512_fmadd_ps(w, _mm512_maskz_loadu_ps(m[u], v + j * stride + d + 16 * u),
-                                      acc[t][u]);
-        }
-      }
-    }
-    for (size_t t = 0; t < Q; ++t) {
-      for (size_t u = 0; u < 4; ++u) _mm512_mask_storeu_ps(o[t] + d + 16 * u, m[u], acc[t][u]);
-    }
-  }
+  size_t d = 0;
+  for (; d + 64 <= n; d += 64) accumulate_slice<Q, 4>(p, len, all, c, o, v, stride, n, d);
+  const size_t rest = (n - d + 15) / 16;
+  if (rest == 3) accumulate_slice<Q, 3>(p, len, all, c, o, v, stride, n, d);
+  if (rest == 2) accumulate_slice<Q, 2>(p, len, all, c, o, v, stride, n, d);
+  if (rest == 1) accumulate_slice<Q, 1>(p, len, all, c, o, v, stride, n, d);
 }
 
 #elif defined(__AVX2__)
