@@ -12,6 +12,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <thread>
 #endif
 
 namespace lift {
@@ -59,14 +60,32 @@ Comm& Comm::world(int want) {
 }
 
 namespace {
-// Waits for a non-blocking collective; past `timeout_s` (unless negative) aborts the job.
+// How long a patient wait (a follower waiting for the leader's next pass) polls before it
+// sleeps between polls: longer than the leader's work between two passes of a busy engine
+// (sampling, scheduling), so steps meet no sleep, while an idle server's followers take next to
+// no CPU (they polled a core each at 100%) and start the first pass after idling at most
+// kIdlePoll late.
+constexpr std::chrono::milliseconds kPatientSpin{5};
+constexpr std::chrono::microseconds kIdlePoll{500};
+
+// Waits for a non-blocking collective; past `timeout_s` (unless negative: patient) aborts the
+// job.
 void wait(MPI_Request& req, double timeout_s, int rank, const char* what) {
   const auto start = std::chrono::steady_clock::now();
+  bool idle = false;
   for (uint64_t spins = 0;; ++spins) {
     int done = 0;
     check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), what);
     if (done) return;
-    if (timeout_s < 0 || spins % 1024 != 0) continue;
+    if (idle) {
+      std::this_thread::sleep_for(kIdlePoll);
+      continue;
+    }
+    if (spins % 1024 != 0) continue;
+    if (timeout_s < 0) {
+      idle = std::chrono::steady_clock::now() - start > kPatientSpin;
+      continue;
+    }
     const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - start;
     if (waited.count() > timeout_s) {
       std::fprintf(stderr,

@@ -3,7 +3,7 @@
 answers (text, token ids, logprobs and top-5 alternatives, greedy and seeded sampling), for
 every model in ../shared/models/archs and ../shared/models/quantized, at 2 and 4 ranks. And a
 follower killed with SIGKILL, or stopped with SIGSTOP, ends the job instead of leaving a hung
-server.
+server; the follower of an idle server takes next to no CPU.
 
 Usage: tp_test.py LIFT_BINARY [MODEL ...]   (run from the repository root; needs mpirun)
 """
@@ -163,6 +163,39 @@ def check_lost_follower(lift, model, work, sig):
     print(f"tp_test: a {name} follower ended the job", flush=True)
 
 
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def check_idle_follower(lift, model, work):
+    """A follower of an idle server sleeps between its polls for the next pass: it used to
+    poll a core at 100% for as long as the server ran."""
+    log_path = os.path.join(work, "idle-follower.log")
+    with open(log_path, "wb") as log:
+        proc, port = serve(lift, model, 2, log)
+        try:
+            follower = rank_pid(proc.pid, 1) if port is not None else None
+            if follower is None:
+                fail(f"the 2-rank server did not start, or has no rank 1:\n{open(log_path).read()}")
+            post(port, {"model": "m", "prompt": PROMPT, "max_tokens": 4})
+            time.sleep(0.5)
+            before, t0 = cpu_seconds(follower), time.time()
+            time.sleep(3)
+            share = (cpu_seconds(follower) - before) / (time.time() - t0)
+            # A poll every 0.5 ms costs a few percent; anything near a whole core is the spin.
+            if share > 0.25:
+                fail(f"an idle server's follower used {100 * share:.0f}% of a core")
+            # And the next request is answered as before.
+            post(port, {"model": "m", "prompt": PROMPT, "max_tokens": 4})
+        finally:
+            code = stop(proc, 2)
+    if code != 0:
+        fail(f"the 2-rank server exited {code}:\n{open(log_path).read()[-3000:]}")
+    print(f"tp_test: an idle server's follower used {100 * share:.1f}% of a core", flush=True)
+
+
 def main():
     if len(sys.argv) < 2:
         fail("usage: tp_test.py LIFT_BINARY [MODEL ...]")
@@ -187,6 +220,7 @@ def main():
                              f"{json.dumps(b)[:600]}")
             print(f"tp_test: {os.path.basename(model)}: 2 and 4 ranks bitwise one rank's "
                   f"({time.time() - t0:.1f} s)", flush=True)
+        check_idle_follower(lift, models[0], work)
         check_lost_follower(lift, models[0], work, signal.SIGKILL)
         check_lost_follower(lift, models[0], work, signal.SIGSTOP)
     finally:
