@@ -13,12 +13,6 @@ TpBackend::TpBackend(std::unique_ptr<Backend> inner, Comm& comm)
   displs_.resize(static_cast<size_t>(comm.size()));
 }
 
-void TpBackend::set_ranges(size_t n_out, size_t unit) {
-  ranges_.resize(static_cast<size_t>(comm_.size()));
-  for (int r = 0; r < comm_.size(); ++r)
-    ranges_[static_cast<size_t>(r)] = share(n_out, r, comm_.size(), unit);
-}
-
 const Matrix& TpBackend::slice(const Matrix& w) {
   const void* key = w.panel != nullptr ? static_cast<const void*>(w.panel) : w.data;
   auto it = slices_.find(key);
@@ -106,22 +100,47 @@ void TpBackend::matmul_many(const Matrix* const* ws, float* const* ys, size_t n,
     for (size_t i = 0; i < n; ++i) matmul(*ws[i], x, rows, ys[i]);
     return;
   }
+  // This rank's rows of every product, one after the other in one buffer, so that one
+  // all-gather serves them all (Q/K/V, gate/up: three and two exchanges fewer per layer).
+  const auto size = static_cast<size_t>(comm_.size());
   const Matrix* parts[kMaxParts];
   float* outs[kMaxParts];
-  size_t m = 0;
-  for (size_t i = 0; i < n; ++i) {
+  size_t m = 0, mine = 0;
+  for (size_t i = 0; i < n; ++i) mine += slice(*ws[i]).n_out * rows.n;
+  if (mine_.size() < std::max<size_t>(1, mine)) mine_.resize(mine + 1);
+  for (size_t i = 0, at = 0; i < n; ++i) {
     const Matrix& s = slice(*ws[i]);
-    const size_t need = std::max<size_t>(1, s.n_out * rows.n);
-    if (mine_[i].size() < need) mine_[i].resize(need);
     if (s.n_out > 0) {
       parts[m] = &s;
-      outs[m++] = mine_[i].data();
+      outs[m++] = mine_.data() + at;
     }
+    at += s.n_out * rows.n;
   }
   if (m > 0) inner_->matmul_many(parts, outs, m, x, rows);
-  for (size_t i = 0; i < n; ++i) {
-    set_ranges(ws[i]->n_out, kernels::kPanelRows);
-    gather(ws[i]->n_out, rows.n, mine_[i].data(), ys[i]);
+  // Rank r sends, for each product in turn, its [rows][its share] block.
+  size_t total = 0;
+  for (size_t r = 0; r < size; ++r) {
+    size_t count = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const auto [b, e] = share(ws[i]->n_out, static_cast<int>(r), comm_.size());
+      count += (e - b) * rows.n;
+    }
+    counts_[r] = static_cast<int>(count);
+    displs_[r] = static_cast<int>(total);
+    total += count;
+  }
+  if (all_.size() < total) all_.resize(total);
+  comm_.all_gather(mine_.data(), counts_, displs_, all_.data());
+  for (size_t r = 0; r < size; ++r) {
+    const float* src = all_.data() + displs_[r];
+    for (size_t i = 0; i < n; ++i) {
+      const size_t n_out = ws[i]->n_out;
+      const auto [b, e] = share(n_out, static_cast<int>(r), comm_.size());
+      const size_t w = e - b;
+      for (size_t t = 0; t < rows.n && w > 0; ++t)
+        std::memcpy(ys[i] + t * n_out + b, src + t * w, 4 * w);
+      src += w * rows.n;
+    }
   }
 }
 

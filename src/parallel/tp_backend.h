@@ -11,7 +11,8 @@
 // already relies on that), and a gather only moves floats, so logits are bitwise those of one
 // rank. The usual Megatron split (o_proj and ffn_down by input dimension, then an all-reduce)
 // sums partial dot products in a rank-count-dependent order and cannot keep that promise.
-// Cost: eight all-gathers per layer (docs/scaling.md).
+// Cost: five all-gathers per layer: Q/K/V, attention, its output projection, gate/up, down
+// (docs/scaling.md).
 #pragma once
 
 #include <memory>
@@ -70,15 +71,14 @@ class TpBackend final : public Backend {
   // This rank's rows of w, as a matrix of its own.
   const Matrix& slice(const Matrix& w);
   // Gathers every rank's [rows][its share] block into y ([rows][n_out]); rank r's share is
-  // columns ranges_[r] (set by the caller).
+  // columns ranges_[r] (set by the caller: attention's heads).
   void gather(size_t n_out, size_t n_rows, const float* mine, float* y);
-  void set_ranges(size_t n_out, size_t unit);
 
   std::unique_ptr<Backend> inner_;
   Comm& comm_;
   std::unordered_map<const void*, Matrix> slices_;  // by the whole matrix's panels or data
   static constexpr size_t kMaxParts = 4;            // products per matmul_many gathered at once
-  std::vector<float> mine_[kMaxParts], all_;
+  std::vector<float> mine_, all_;                   // this rank's outputs; every rank's
   std::vector<int> counts_, displs_;
   std::vector<std::pair<size_t, size_t>> ranges_;
   std::vector<float> q_, o_;  // this rank's heads of the attention's queries and outputs
