@@ -95,12 +95,8 @@ void q_tile(const Args& a, size_t p0, size_t r0) {
     if constexpr (R <= 4) {
       const size_t next_tile = C * a.w.panel_bytes;
       for (int c = 0; c < C; ++c) {
-        const size_t at = (b + kPrefetchBlocks) * W::kCodeBytes;
-        for (size_t line = 0; line < W::kCodeBytes; line += 64) {
-          _mm_prefetch(reinterpret_cast<const char*>(
-                           stream_ahead(pw[c], at + line, a.nb * W::kCodeBytes, next_tile)),
-                       _MM_HINT_T1);
-        }
+        prefetch_stream_l2(pw[c], (b + kPrefetchBlocks) * W::kCodeBytes, W::kCodeBytes,
+                           a.nb * W::kCodeBytes, next_tile);
         // The scales' own stream: one line serves two blocks.
         _mm_prefetch(reinterpret_cast<const char*>(
                          stream_ahead(ps[c], (b + 2 * kPrefetchBlocks) * kPanelScaleBytes,

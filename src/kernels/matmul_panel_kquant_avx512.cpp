@@ -50,12 +50,6 @@ inline void store_lanes(const KArgs& a, size_t p, size_t r, __m512 v) {
 // one thread, 1.1B Q4_K_M decode) 19.3 t/s at 4 KiB/T0 against 23.8 at 8 KiB/T1 (16 KiB:
 // 20.5), before stream_ahead; with it 4-32 KiB measured alike.
 constexpr size_t kAhead = 8192;
-inline void prefetch_codes(const uint8_t* codes, size_t at, size_t bytes, size_t len, size_t next) {
-  for (size_t off = 0; off < bytes; off += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(stream_ahead(codes, at + kAhead + off, len, next)),
-                 _MM_HINT_T1);
-  }
-}
 
 // Rows per prefill tile (k_loop) on top of the shared layouts.
 struct Q4K : KPanelQ4K {
@@ -136,8 +130,8 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
     for (size_t k = 0; k < W::kSubs; ++k) {
       if constexpr (R < 4) {
         for (int c = 0; c < C; ++c) {
-          prefetch_codes(pw[c], b * W::kBlockBytes + k * W::kSubBytes, W::kSubBytes,
-                         a.nb * W::kBlockBytes, next_tile);
+          prefetch_stream_l2(pw[c], b * W::kBlockBytes + k * W::kSubBytes + kAhead, W::kSubBytes,
+                             a.nb * W::kBlockBytes, next_tile);
         }
       }
       __m512i dot[R][C];

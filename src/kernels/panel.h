@@ -136,6 +136,13 @@ inline const uint8_t* panel_at(const PanelView& w, size_t p) { return w.data + p
 inline const uint8_t* stream_ahead(const uint8_t* base, size_t pos, size_t len, size_t next) {
   return pos < len ? base + pos : base + next + (pos - len);
 }
+// Asks for bytes [pos, pos + bytes) of such a stream into L2 (prefetcht1), line by line.
+inline void prefetch_stream_l2(const uint8_t* base, size_t pos, size_t bytes, size_t len,
+                               size_t next) {
+  for (size_t off = 0; off < bytes; off += 64) {
+    __builtin_prefetch(stream_ahead(base, pos + off, len, next), 0, 2);
+  }
+}
 }  // namespace LIFT_TARGET_NS
 
 // K panels (panel_kquant.cpp): writes row `lane` of a panel from one stored row.

@@ -31,23 +31,30 @@ const Matrix& TpBackend::slice(const Matrix& w) {
   return slices_.emplace(key, s).first->second;
 }
 
-void TpBackend::gather(size_t n_out, size_t n_rows, const float* mine, float* y) {
+void TpBackend::gather(std::span<const Part> parts, size_t n_rows, const float* mine) {
   const auto size = static_cast<size_t>(comm_.size());
   size_t total = 0;
   for (size_t r = 0; r < size; ++r) {
-    const size_t w = ranges_[r].second - ranges_[r].first;
-    counts_[r] = static_cast<int>(w * n_rows);
+    size_t count = 0;
+    for (const Part& p : parts) {
+      const auto [b, e] = share(p.n_out, static_cast<int>(r), comm_.size(), p.unit);
+      count += (e - b) * n_rows;
+    }
+    counts_[r] = static_cast<int>(count);
     displs_[r] = static_cast<int>(total);
-    total += w * n_rows;
+    total += count;
   }
   if (all_.size() < total) all_.resize(total);
   comm_.all_gather(mine, counts_, displs_, all_.data());
   for (size_t r = 0; r < size; ++r) {
-    const auto [b, e] = ranges_[r];
-    const size_t w = e - b;
-    if (w == 0) continue;
     const float* src = all_.data() + displs_[r];
-    for (size_t i = 0; i < n_rows; ++i) std::memcpy(y + i * n_out + b, src + i * w, 4 * w);
+    for (const Part& p : parts) {
+      const auto [b, e] = share(p.n_out, static_cast<int>(r), comm_.size(), p.unit);
+      const size_t w = e - b;
+      for (size_t t = 0; t < n_rows && w > 0; ++t)
+        std::memcpy(p.y + t * p.n_out + b, src + t * w, 4 * w);
+      src += w * n_rows;
+    }
   }
 }
 
@@ -80,12 +87,9 @@ void TpBackend::attention(const AttentionArgs& a) {
     }
     inner_->attention(s);
   }
-  ranges_.resize(static_cast<size_t>(comm_.size()));
-  for (int r = 0; r < comm_.size(); ++r) {
-    const auto [b, e] = share(a.n_kv_heads, r, comm_.size(), 1);
-    ranges_[static_cast<size_t>(r)] = {b * group * hd, e * group * hd};
-  }
-  gather(full, a.n_tokens, o_.data(), a.out);
+  // Rank r's columns: its heads', share(n_kv_heads, r, size, 1) K/V heads of group * hd each.
+  const Part out{full, group * hd, a.out};
+  gather({&out, 1}, a.n_tokens, o_.data());
 }
 
 void TpBackend::matmul(const Matrix& w, const float* x, Rows rows, float* y) {
@@ -102,46 +106,24 @@ void TpBackend::matmul_many(const Matrix* const* ws, float* const* ys, size_t n,
   }
   // This rank's rows of every product, one after the other in one buffer, so that one
   // all-gather serves them all (Q/K/V, gate/up: three and two exchanges fewer per layer).
-  const auto size = static_cast<size_t>(comm_.size());
   const Matrix* parts[kMaxParts];
-  float* outs[kMaxParts];
+  size_t at[kMaxParts];
+  Part gathered[kMaxParts];
   size_t m = 0, mine = 0;
-  for (size_t i = 0; i < n; ++i) mine += slice(*ws[i]).n_out * rows.n;
-  if (mine_.size() < std::max<size_t>(1, mine)) mine_.resize(mine + 1);
-  for (size_t i = 0, at = 0; i < n; ++i) {
+  for (size_t i = 0; i < n; ++i) {
     const Matrix& s = slice(*ws[i]);
     if (s.n_out > 0) {
       parts[m] = &s;
-      outs[m++] = mine_.data() + at;
+      at[m++] = mine;
     }
-    at += s.n_out * rows.n;
+    mine += s.n_out * rows.n;
+    gathered[i] = {ws[i]->n_out, kernels::kPanelRows, ys[i]};
   }
+  if (mine_.size() < std::max<size_t>(1, mine)) mine_.resize(mine + 1);
+  float* outs[kMaxParts];
+  for (size_t i = 0; i < m; ++i) outs[i] = mine_.data() + at[i];
   if (m > 0) inner_->matmul_many(parts, outs, m, x, rows);
-  // Rank r sends, for each product in turn, its [rows][its share] block.
-  size_t total = 0;
-  for (size_t r = 0; r < size; ++r) {
-    size_t count = 0;
-    for (size_t i = 0; i < n; ++i) {
-      const auto [b, e] = share(ws[i]->n_out, static_cast<int>(r), comm_.size());
-      count += (e - b) * rows.n;
-    }
-    counts_[r] = static_cast<int>(count);
-    displs_[r] = static_cast<int>(total);
-    total += count;
-  }
-  if (all_.size() < total) all_.resize(total);
-  comm_.all_gather(mine_.data(), counts_, displs_, all_.data());
-  for (size_t r = 0; r < size; ++r) {
-    const float* src = all_.data() + displs_[r];
-    for (size_t i = 0; i < n; ++i) {
-      const size_t n_out = ws[i]->n_out;
-      const auto [b, e] = share(n_out, static_cast<int>(r), comm_.size());
-      const size_t w = e - b;
-      for (size_t t = 0; t < rows.n && w > 0; ++t)
-        std::memcpy(ys[i] + t * n_out + b, src + t * w, 4 * w);
-      src += w * rows.n;
-    }
-  }
+  gather({gathered, n}, rows.n, mine_.data());
 }
 
 }  // namespace lift

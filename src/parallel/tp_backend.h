@@ -16,6 +16,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -70,9 +71,14 @@ class TpBackend final : public Backend {
  private:
   // This rank's rows of w, as a matrix of its own.
   const Matrix& slice(const Matrix& w);
-  // Gathers every rank's [rows][its share] block into y ([rows][n_out]); rank r's share is
-  // columns ranges_[r] (set by the caller: attention's heads).
-  void gather(size_t n_out, size_t n_rows, const float* mine, float* y);
+  // One all-gather of several results: part p is [rows][p.n_out] at p.y, rank r computing its
+  // columns share(p.n_out, r, size, p.unit); each rank sends (`mine`) its [rows][share] block of
+  // every part in turn.
+  struct Part {
+    size_t n_out, unit;
+    float* y;
+  };
+  void gather(std::span<const Part> parts, size_t n_rows, const float* mine);
 
   std::unique_ptr<Backend> inner_;
   Comm& comm_;
@@ -80,7 +86,6 @@ class TpBackend final : public Backend {
   static constexpr size_t kMaxParts = 4;            // products per matmul_many gathered at once
   std::vector<float> mine_, all_;                   // this rank's outputs; every rank's
   std::vector<int> counts_, displs_;
-  std::vector<std::pair<size_t, size_t>> ranges_;
   std::vector<float> q_, o_;  // this rank's heads of the attention's queries and outputs
 };
 
