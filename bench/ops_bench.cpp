@@ -88,7 +88,11 @@ void bm_attention_prefill(benchmark::State& state, GgmlType t, size_t n_ctx) {
 // Speculative verification: one sequence's decode token and n_q - 1 drafts after it, the last
 // of them at position n_ctx - 1, as one tile. Time per call; per query it shows what a draft
 // row adds to a one-token step's attention.
-void bm_attention_verify(benchmark::State& state, size_t head_dim, size_t n_ctx, size_t n_q) {
+// `group`: the n_q queries are one decode token's query heads of one K/V head (grouped-query
+// attention), all at position n_ctx - 1, as the CPU backend tiles them; against n_q = 1 it
+// shows what sharing the K/V reads saves per head.
+void bm_attention_verify(benchmark::State& state, size_t head_dim, size_t n_ctx, size_t n_q,
+                         bool group) {
   const Cache cache(GgmlType::F32, n_ctx, head_dim);
   const auto q = randn(n_q * head_dim, 10);
   std::vector<float> out(n_q * head_dim), scratch(attention_scratch_floats(kBlock, head_dim));
@@ -96,7 +100,7 @@ void bm_attention_verify(benchmark::State& state, size_t head_dim, size_t n_ctx,
   const float* qp[kAttentionTile];
   float* op[kAttentionTile];
   for (size_t i = 0; i < n_q; ++i) {
-    n_of[i] = static_cast<int32_t>(n_ctx - n_q + 1 + i);
+    n_of[i] = static_cast<int32_t>(group ? n_ctx : n_ctx - n_q + 1 + i);
     qp[i] = q.data() + i * head_dim;
     op[i] = out.data() + i * head_dim;
   }
@@ -152,7 +156,13 @@ int register_all() {
     for (size_t n_q : {1u, 2u, 5u, 9u}) {
       benchmark::RegisterBenchmark(
           ("attention/verify/F32/hd" + std::to_string(hd) + "/1024/" + std::to_string(n_q)).c_str(),
-          bm_attention_verify, hd, size_t{1024}, n_q)
+          bm_attention_verify, hd, size_t{1024}, n_q, false)
+          ->Unit(benchmark::kMicrosecond);
+    }
+    for (size_t n_q : {1u, 2u, 4u, 8u}) {
+      benchmark::RegisterBenchmark(
+          ("attention/gqa/F32/hd" + std::to_string(hd) + "/1024/" + std::to_string(n_q)).c_str(),
+          bm_attention_verify, hd, size_t{1024}, n_q, true)
           ->Unit(benchmark::kMicrosecond);
     }
   }

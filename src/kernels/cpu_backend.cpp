@@ -199,8 +199,12 @@ class CpuBackend final : public RowOpsBackend {
     for (auto& s : scratch_) {
       if (s.size() < need) s.resize(need);
     }
-    // Tiles: runs of consecutive positions of one sequence (a prompt chunk), so each K/V row
-    // read serves up to kAttentionTile queries. Decode tokens form tiles of one.
+    // Tiles: runs of consecutive positions of one sequence (a prompt chunk) times query heads
+    // of one K/V head (grouped-query attention), so each K/V row read serves up to
+    // kAttentionTile queries. A decode token's tile is its heads that share a K/V head: they
+    // read the same rows, and together they keep more independent chains in flight than one
+    // query alone. A query's result is the same in any tile (attend_tile), so this only moves
+    // work.
     tiles_.clear();
     for (size_t t = 0; t < a.n_tokens;) {
       size_t e = t + 1;
@@ -213,21 +217,37 @@ class CpuBackend final : public RowOpsBackend {
     }
     const size_t group = a.n_heads / a.n_kv_heads;
     const size_t q_stride = a.n_heads * a.head_dim;
+    // Query heads per task: the most of a group that fit with the shortest tile's tokens (a
+    // prompt chunk's tiles are full already; a decode or verify tile gains).
+    size_t shortest = kernels::kAttentionTile;
+    for (const auto& [t0, t1] : tiles_) shortest = std::min(shortest, t1 - t0);
+    size_t heads = std::max<size_t>(1, std::min(group, kernels::kAttentionTile / shortest));
+    while (group % heads != 0) --heads;
+    const size_t n_head_tasks = a.n_heads / heads;
     // Last tiles first: within a prompt chunk they see the most context, and handing out the
     // longest tasks first leaves only short ones to even out the threads at the end.
-    pool_.parallel_for(tiles_.size() * a.n_heads, [&](size_t task, int thread) {
-      const auto [t0, t1] = tiles_[tiles_.size() - 1 - task / a.n_heads];
-      const size_t h = task % a.n_heads;
+    pool_.parallel_for(tiles_.size() * n_head_tasks, [&](size_t task, int thread) {
+      const auto [t0, t1] = tiles_[tiles_.size() - 1 - task / n_head_tasks];
+      const size_t h0 = task % n_head_tasks * heads;
+      const size_t n_t = t1 - t0, n_q = std::min(heads, kernels::kAttentionTile / n_t);
       const float* q[kernels::kAttentionTile];
       float* out[kernels::kAttentionTile];
-      for (size_t t = t0; t < t1; ++t) {
-        q[t - t0] = a.q + t * q_stride + h * a.head_dim;
-        out[t - t0] = a.out + t * q_stride + h * a.head_dim;
+      int32_t n_ctx[kernels::kAttentionTile];
+      // Tiles longer than the shortest run their heads in several calls.
+      for (size_t hb = h0; hb < h0 + heads; hb += n_q) {
+        const size_t nh = std::min(n_q, h0 + heads - hb);
+        size_t k = 0;
+        for (size_t h = hb; h < hb + nh; ++h) {
+          for (size_t t = t0; t < t1; ++t, ++k) {
+            q[k] = a.q + t * q_stride + h * a.head_dim;
+            out[k] = a.out + t * q_stride + h * a.head_dim;
+            n_ctx[k] = a.n_ctx[t];
+          }
+        }
+        kernels::attend_tile(q, k, a.kv, (hb / group) * a.head_dim, a.head_dim, a.block_tables[t0],
+                             n_ctx, a.scale, scratch_[static_cast<size_t>(thread)].data(), out,
+                             kernels::AttendMods{a.softcap, a.window});
       }
-      kernels::attend_tile(q, t1 - t0, a.kv, (h / group) * a.head_dim, a.head_dim,
-                           a.block_tables[t0], a.n_ctx + t0, a.scale,
-                           scratch_[static_cast<size_t>(thread)].data(), out,
-                           kernels::AttendMods{a.softcap, a.window});
     });
   }
 

@@ -730,6 +730,7 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
       // New maxima, then all the queries' corrections exp(m - m_new) in one vector (exp(-inf)
       // = 0 on the first block); queries past their context keep m with a correction of 1.
       float m_new[kAttentionTile], delta[kAttentionTile] = {}, correction[kAttentionTile];
+      bool moved = false;
       for (size_t i = 0; i < n_q; ++i) {
         m_new[i] = m[i];
         if (len[i] == 0) continue;
@@ -740,8 +741,15 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
         }
         m_new[i] = max_lane(m[i], block_max);
         delta[i] = m[i] - m_new[i];
+        moved = moved || delta[i] != 0.0f;
       }
-      exp_lanes(delta, kAttentionTile, correction);
+      // Once the maxima settle most blocks move none, and exp(0) is exactly 1: no exp then (and
+      // no wait on the deltas' stores, which a vector load of them would stall on).
+      if (moved) {
+        exp_lanes(delta, kAttentionTile, correction);
+      } else {
+        for (size_t i = 0; i < n_q; ++i) correction[i] = 1.0f;
+      }
       // Weights and their sum (16 at a time, each 16 summed by the fixed tree), then the
       // block's V rows once and each query's weighted sum over them, position by position as in
       // the single-query order; four queries at a time share the V loads.

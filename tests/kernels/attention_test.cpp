@@ -78,6 +78,7 @@ TEST(SoftmaxExp, SpecialValues) {
     set_isa(isa);
     SCOPED_TRACE(isa_name(isa));
     for (float y : exp_of(zero)) EXPECT_EQ(std::bit_cast<uint32_t>(y), 0u);
+    // Exactly 1: attend_tile skips the correction of a block whose maxima do not move.
     for (float y : exp_of(one)) EXPECT_EQ(y, 1.0f);
     for (float y : exp_of(overflow)) EXPECT_EQ(y, inf);
     const float nan_out = exp_of({std::numeric_limits<float>::quiet_NaN()})[0];
