@@ -270,8 +270,12 @@ double DraftModelProposer::cost_seconds(size_t n_seqs, size_t k) const {
       break;
     }
     // Nothing measured: the weights streamed once, per 16 rows (beyond a few rows a CPU pass
-    // turns compute-bound; erring high only makes the controller more careful).
-    pass = bound > 0 ? bound : prior_pass_seconds_ * static_cast<double>((n_seqs + 15) / 16);
+    // turns compute-bound; erring high only makes the controller more careful). A bound is an
+    // upper one and may be far above: the one pass of a probe runs every token the draft has
+    // not seen, so a one-row pass was priced at a catch-up of tens of rows (0.6 of a target
+    // step against 0.15) and never ran to be measured. The guess caps it.
+    const double guess = prior_pass_seconds_ * static_cast<double>((n_seqs + 15) / 16);
+    pass = bound > 0 ? std::min(bound, guess) : guess;
   }
   return pass * static_cast<double>(k);
 }

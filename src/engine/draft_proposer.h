@@ -54,6 +54,8 @@ class DraftModelProposer : public Proposer {
   // many rows (EMA per power-of-two bucket); before any measurement, a memory-bound guess:
   // the draft's weights streamed at kPriorBytesPerSecond per pass.
   double cost_seconds(size_t n_seqs, size_t k) const override;
+  // A pass over `rows` rows took `seconds` (propose records each; tests feed it directly).
+  void record_pass(size_t rows, double seconds);
 
   const KvCache& kv() const { return kv_; }
 
@@ -81,7 +83,6 @@ class DraftModelProposer : public Proposer {
   // number of logits rows.
   size_t build_pass(std::span<const DraftRequest> reqs, std::span<const Draft> drafts);
   void choose(const DraftRequest& r, Slot& slot, Draft& d, std::span<float> logits);
-  void record_pass(size_t rows, double seconds);
   static size_t cost_bucket(size_t rows);
 
   int32_t eos_id_;  // first: set by the checks, before the K/V is allocated

@@ -86,6 +86,63 @@ size_t SpecController::cap(const Sequence& seq, size_t max_model_len) const {
   return std::min({want, by_tokens, by_len});
 }
 
+// One depth's plan (spec_k of cand_ set, every K <= depth): drafts are added one token at a
+// time, always the one most likely accepted (marginal gain a^(K+1)), while tokens per second
+// grow by kMinGain per token, the proposer's `depth` passes (costly) charged from the start.
+SpecController::PlanTry SpecController::plan_depth(size_t depth, bool costly, double base_cost,
+                                                   double value, const StepCostModel::Fit& fit,
+                                                   size_t max_model_len, const Proposer& proposer) {
+  const double overall = acceptance();
+  auto rate = [&](const Sequence* s) {
+    return (s->spec_accepted + kPriorWeight * overall) / (s->spec_seen + kPriorWeight);
+  };
+  for (Sequence* s : cand_) s->spec_k = 0;
+  PlanTry t{value, base_cost + (costly ? proposer.cost_seconds(1, depth) : 0.0)};
+  size_t k_max = 0;
+  double added_pos = 0;
+  for (;;) {
+    Sequence* best = nullptr;
+    double gain = 0;
+    for (Sequence* s : cand_) {
+      if (s->spec_k >= std::min(depth, cap(*s, max_model_len))) continue;
+      const double a = rate(s);
+      const double g = expected_tokens(a, s->spec_k + 1) - expected_tokens(a, s->spec_k);
+      if (g > gain) {
+        gain = g;
+        best = s;
+      }
+    }
+    if (best == nullptr) break;
+    const size_t k_max2 = std::max(k_max, best->spec_k + 1);
+    const size_t n_spec2 = t.n_spec + (best->spec_k == 0 ? 1 : 0);
+    // The draft row sits after the sequence's decode row and its earlier drafts.
+    const double pos2 = added_pos + static_cast<double>(best->tokens.size() + best->spec_k + 1);
+    double se = 0;
+    const double extra = fit.extra(static_cast<double>(t.added + 1), pos2, &se);
+    // More rows never cost less; and a cost the measurements cannot tell from a row's full
+    // share must not pass for a small one: the drafts are charged kUncertainty errors more.
+    const double cost2 = base_cost + std::max(extra, 0.0) + kUncertainty * se +
+                         proposer.cost_seconds(n_spec2, costly ? depth : k_max2);
+    // Each draft token must raise tokens per second by kMinGain: what the model leaves out
+    // (scheduling, lookup) should not turn a break-even guess into a loss.
+    if ((t.value + gain) * t.cost <= (1 + kMinGain) * t.value * cost2) break;
+    ++best->spec_k;
+    t.value += gain;
+    t.cost = cost2;
+    ++t.added;
+    added_pos = pos2;
+    k_max = k_max2;
+    t.n_spec = n_spec2;
+    t.extra = extra;
+    t.extra_se = se;
+  }
+  // What the plan really costs: as many passes as its deepest draft.
+  if (costly && t.added > 0) {
+    t.cost += proposer.cost_seconds(t.n_spec, k_max) - proposer.cost_seconds(t.n_spec, depth);
+  }
+  return t;
+}
+
 void SpecController::plan(const std::vector<Sequence*>& running, size_t base_tokens,
                           size_t max_model_len, const Proposer& proposer) {
   ++step_;
@@ -134,50 +191,31 @@ void SpecController::plan(const std::vector<Sequence*>& running, size_t base_tok
   const double base_cost = fit.base + fit.extra(0, positions - fit_p0_, nullptr);
   if (!(base_cost > 0)) return;
   last_.base_cost = last_.cost = base_cost;
-  const double overall = acceptance();
-  auto rate = [&](const Sequence* s) {
-    return (s->spec_accepted + kPriorWeight * overall) / (s->spec_seen + kPriorWeight);
-  };
-  double value = static_cast<double>(decoding);  // expected tokens out of the step
-  double cost = base_cost;
-  size_t added = 0, k_max = 0, n_spec = 0;
-  double added_pos = 0;
-  for (;;) {
-    Sequence* best = nullptr;
-    double gain = 0;
-    for (Sequence* s : cand_) {
-      if (s->spec_k >= cap(*s, max_model_len)) continue;
-      const double a = rate(s);
-      const double g = expected_tokens(a, s->spec_k + 1) - expected_tokens(a, s->spec_k);
-      if (g > gain) {
-        gain = g;
-        best = s;
-      }
+  // A proposer with a time of its own (a draft model) is paid per pass, and each pass drafts
+  // one more token for every drafting sequence: one sequence's K + 1 beyond the others' costs a
+  // whole pass, which the other sequences' K + 1 would share. Raised one sequence at a time, K
+  // would stop at the first pass no single sequence pays for (at 4 sequences and 95%
+  // acceptance: K = 1 each). So the plan is made once per depth L, the passes paid up front,
+  // and the depth with the most tokens per second wins. A free proposer has one plan, at the
+  // deepest cap.
+  const bool costly = proposer.cost_seconds(1, 1) > 0;
+  size_t deepest = 0;
+  for (const Sequence* s : cand_) deepest = std::max(deepest, cap(*s, max_model_len));
+  PlanTry best{static_cast<double>(decoding), base_cost};
+  best_k_.assign(cand_.size(), 0);
+  for (size_t depth = costly ? 1 : deepest; depth <= deepest; ++depth) {
+    const PlanTry t = plan_depth(depth, costly, base_cost, static_cast<double>(decoding), fit,
+                                 max_model_len, proposer);
+    if (t.added > 0 && t.value * best.cost > (1 + kMinGain) * best.value * t.cost) {
+      best = t;
+      for (size_t i = 0; i < cand_.size(); ++i) best_k_[i] = cand_[i]->spec_k;
     }
-    if (best == nullptr) break;
-    const size_t k_max2 = std::max(k_max, best->spec_k + 1);
-    const size_t n_spec2 = n_spec + (best->spec_k == 0 ? 1 : 0);
-    // The draft row sits after the sequence's decode row and its earlier drafts.
-    const double pos2 = added_pos + static_cast<double>(best->tokens.size() + best->spec_k + 1);
-    double se = 0;
-    const double extra = fit.extra(static_cast<double>(added + 1), pos2, &se);
-    // More rows never cost less; and a cost the measurements cannot tell from a row's full
-    // share must not pass for a small one: the drafts are charged kUncertainty errors more.
-    const double cost2 = base_cost + std::max(extra, 0.0) + kUncertainty * se +
-                         proposer.cost_seconds(n_spec2, k_max2);
-    // Each draft token must raise tokens per second by kMinGain: what the model leaves out
-    // (scheduling, lookup) should not turn a break-even guess into a loss.
-    if ((value + gain) * cost <= (1 + kMinGain) * value * cost2) break;
-    ++best->spec_k;
-    value += gain;
-    cost = cost2;
-    ++added;
-    added_pos = pos2;
-    k_max = k_max2;
-    n_spec = n_spec2;
-    last_.extra = extra;
-    last_.extra_se = se;
   }
+  for (size_t i = 0; i < cand_.size(); ++i) cand_[i]->spec_k = best_k_[i];
+  const size_t added = best.added, n_spec = best.n_spec;
+  const double cost = best.cost;
+  last_.extra = best.extra;
+  last_.extra_se = best.extra_se;
   last_.n_tokens = base_tokens + added;
   last_.n_spec = n_spec;
   last_.cost = cost;
@@ -188,7 +226,6 @@ void SpecController::plan(const std::vector<Sequence*>& running, size_t base_tok
   }
   // A free proposer's probes rotate over the sequences every kProbeInterval steps; a costly
   // one's come ever rarer and go where it has the least to catch up on (ties rotate).
-  const bool costly = proposer.cost_seconds(1, 1) > 0;
   if (costly ? step_ - last_probe_ < probe_interval_ : step_ % kProbeInterval != 0) return;
   const size_t from = (step_ / kProbeInterval) % cand_.size();
   Sequence* probe = cand_[from];

@@ -91,6 +91,14 @@ class SpecController {
 
  private:
   size_t cap(const Sequence& seq, size_t max_model_len) const;
+  // A plan's expected tokens, predicted seconds, drafts and drafting sequences.
+  struct PlanTry {
+    double value = 0, cost = 0;
+    size_t added = 0, n_spec = 0;
+    double extra = 0, extra_se = 0;
+  };
+  PlanTry plan_depth(size_t depth, bool costly, double base_cost, double value,
+                     const StepCostModel::Fit& fit, size_t max_model_len, const Proposer& proposer);
 
   SpecConfig cfg_;
   size_t max_batched_tokens_;
@@ -100,6 +108,7 @@ class SpecController {
   uint64_t probe_interval_ = kProbeInterval, last_probe_ = 0;
   Plan last_;
   std::vector<Sequence*> cand_;  // scratch
+  std::vector<size_t> best_k_;   // scratch: the best plan's K per candidate
   StepCostModel::Fit fit_;       // the reused fit, made at (fit_n0_, fit_p0_) in step fit_step_
   double fit_n0_ = 0, fit_p0_ = 0;
   uint64_t fit_step_ = 0;

@@ -283,6 +283,23 @@ TEST(DraftProposer, BlocksCommittedAfterTheDraftRanThemAreKept) {
   EXPECT_EQ(d[0].probs, df[0].probs);
 }
 
+TEST(DraftProposer, AOneRowPassIsNotPricedAtACatchUpPass) {
+  // A probe's one pass also runs every token the draft has not seen: here 24 rows that took a
+  // second. That bounds a one-row pass from above, but the memory-bound guess is the estimate
+  // while one row was never measured; priced at the catch-up, drafting never looked worth it
+  // and the one-row pass never ran to be measured.
+  Models& m = Models::get();
+  DraftModelProposer p = m.proposer();
+  const double guess = static_cast<double>(m.draft->weight_bytes()) / 10e9;
+  p.record_pass(24, 1.0);
+  EXPECT_DOUBLE_EQ(p.cost_seconds(1, 1), guess);
+  EXPECT_DOUBLE_EQ(p.cost_seconds(24, 1), 1.0);  // its own bucket: measured
+  EXPECT_DOUBLE_EQ(p.cost_seconds(64, 1), std::min(2.0, 4 * guess));
+  // Measured, one row costs what it took, however far from the guess.
+  p.record_pass(1, 10 * guess);
+  EXPECT_DOUBLE_EQ(p.cost_seconds(1, 2), 20 * guess);
+}
+
 TEST(DraftProposer, CostBeforeAnyMeasurementIsTheDraftsWeightsAt10GBPerSecond) {
   Models& m = Models::get();
   DraftModelProposer p = m.proposer();

@@ -193,6 +193,22 @@ TEST(SpecController, AProbeGoesToTheSequenceItsProposerLagsLeast) {
   EXPECT_TRUE(probed);
 }
 
+TEST(SpecController, ADraftPassServesEverySequenceSoKClimbsPastOne) {
+  // A memory-bound target and a draft pass at 15% of its step, 95% acceptance, 4 sequences: a
+  // second pass is worth it for all four together (2.85 tokens per sequence per step
+  // against 1.95 at K = 1), not for any one alone. Raised one sequence at a time, K stopped at
+  // 1, and from the prior rate (0.5) not even there: 3 draft tokens in 736 steps. The plan per
+  // depth goes deeper.
+  const CostLaw law{1e-3, 1e-5, 0};
+  const CostlyProposer draft(1.5e-4);
+  const Outcome o = simulate(4, 64, law, Noise(11), 0.95, 800, 64, 7, &draft);
+  EXPECT_GE(o.steps_with_drafts, o.steps * 2 / 3);
+  EXPECT_GE(o.draft_tokens, o.steps * 4 * 3);  // K >= 3 per sequence on average
+  // At 30% acceptance the same passes do not pay: no more than one token per sequence.
+  const Outcome poor = simulate(4, 64, law, Noise(11), 0.3, 800, 64, 7, &draft);
+  EXPECT_LE(poor.draft_tokens, poor.steps * 4);
+}
+
 TEST(SpecController, RowsThatCostTheirShareGetNoDraftsEvenWithGoodAcceptance) {
   // At 0.8 acceptance a draft token is worth 0.8 / 16 = 5% more tokens, still below its 6%.
   const CostLaw law{1e-5, 1e-4, 0};
