@@ -491,6 +491,15 @@ inline size_t v_at(const KvLayerView& kv, size_t s, size_t e) { return s * kv.kv
 // n consecutive K or V values starting at element `at` as floats: a view for F32, a conversion
 // into buf for F16 (the hardware conversion is exact, as the scalar one).
 inline const float* load_floats(const KvLayerView& kv, const void* base, size_t at, size_t n,
+                                float* buf);
+// The F32 case at the call site: a view, without a call per block (GCC does not inline the
+// conversion loop, and a call costs a vzeroupper and the vector registers' spills).
+inline const float* view_or_load(const KvLayerView& kv, const void* base, size_t at, size_t n,
+                                 float* buf) {
+  if (kv.type == GgmlType::F32) return static_cast<const float*>(base) + at;
+  return load_floats(kv, base, at, n, buf);
+}
+inline const float* load_floats(const KvLayerView& kv, const void* base, size_t at, size_t n,
                                 float* buf) {
   if (kv.type == GgmlType::F32) return static_cast<const float*>(base) + at;
   const uint16_t* h = static_cast<const uint16_t*>(base) + at;
@@ -513,7 +522,7 @@ inline const float* load_floats(const KvLayerView& kv, const void* base, size_t 
 // The `n` V values of one head at `slot` as floats.
 inline const float* load_row(const KvLayerView& kv, size_t slot, size_t kv_offset, size_t n,
                              float* buf) {
-  return load_floats(kv, kv.v, v_at(kv, slot, kv_offset), n, buf);
+  return view_or_load(kv, kv.v, v_at(kv, slot, kv_offset), n, buf);
 }
 
 // The `n` K values of one head at `slot` as floats, gathered from the transposed block (for
@@ -534,16 +543,17 @@ inline const float* load_k_row(const KvLayerView& kv, size_t slot, size_t kv_off
 inline const float* k_block(const KvLayerView& kv, size_t block, size_t kv_offset, size_t head_dim,
                             float* buf) {
   const size_t bs = kv.block_size;
-  return load_floats(kv, kv.k, k_at(kv, block * bs, kv_offset), head_dim * bs, buf);
+  return view_or_load(kv, kv.k, k_at(kv, block * bs, kv_offset), head_dim * bs, buf);
 }
 
 // One head's V rows of a block as floats, `stride` apart: converted into buf for F16. For
-// F32 they are read in place (rows kv_dim apart) by one query, but copied next to each other
-// into buf for a tile, whose queries read each row many times: rows of all heads apart crowd
-// into a few cache sets.
+// F32 they are read in place (rows kv_dim apart), but copied next to each other into buf for a
+// tile that reads each row more than once (over 4 queries: see accumulate_rows) when rows of
+// all heads apart crowd into few cache sets (2 KiB or more: 8 of a block's rows per L1 set).
+// Otherwise the copy costs more than it saves (stories260K: 128-byte rows, 2-query tiles).
 inline const float* v_rows(const KvLayerView& kv, size_t slot0, size_t len, size_t kv_offset,
                            size_t head_dim, float* buf, size_t& stride, bool tile) {
-  if (kv.type == GgmlType::F32 && (!tile || kv.kv_dim == head_dim)) {
+  if (kv.type == GgmlType::F32 && (!tile || kv.kv_dim * sizeof(float) < 2048)) {
     stride = kv.kv_dim;
     return static_cast<const float*>(kv.v) + v_at(kv, slot0, kv_offset);
   }
@@ -765,7 +775,7 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
       }
       size_t v_stride;
       const float* v0 =
-          v_rows(kv, slot0[g], block_len[g], kv_offset, head_dim, vbuf, v_stride, n_q > 1);
+          v_rows(kv, slot0[g], block_len[g], kv_offset, head_dim, vbuf, v_stride, n_q > 4);
       // Queries four by four (those past their context skipped), then the rest together.
       const float* p[4];
       size_t len4[4];
