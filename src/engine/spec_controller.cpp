@@ -89,34 +89,35 @@ size_t SpecController::cap(const Sequence& seq, size_t max_model_len) const {
 // One depth's plan (spec_k of cand_ set, every K <= depth): drafts are added one token at a
 // time, always the one most likely accepted (marginal gain a^(K+1)), while tokens per second
 // grow by kMinGain per token, the proposer's `depth` passes (costly) charged from the start.
+// Reads cand_rate_ and cand_cap_; gain_ is its scratch.
 SpecController::PlanTry SpecController::plan_depth(size_t depth, bool costly, double base_cost,
                                                    double value, const StepCostModel::Fit& fit,
-                                                   size_t max_model_len, const Proposer& proposer) {
-  const double overall = acceptance();
-  auto rate = [&](const Sequence* s) {
-    return (s->spec_accepted + kPriorWeight * overall) / (s->spec_seen + kPriorWeight);
-  };
-  for (Sequence* s : cand_) s->spec_k = 0;
+                                                   const Proposer& proposer) {
+  const size_t n = cand_.size();
+  gain_.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    cand_[i]->spec_k = 0;
+    gain_[i] = expected_tokens(cand_rate_[i], 1) - expected_tokens(cand_rate_[i], 0);
+  }
   PlanTry t{value, base_cost + (costly ? proposer.cost_seconds(1, depth) : 0.0)};
   size_t k_max = 0;
   double added_pos = 0;
   for (;;) {
-    Sequence* best = nullptr;
+    size_t best = n;
     double gain = 0;
-    for (Sequence* s : cand_) {
-      if (s->spec_k >= std::min(depth, cap(*s, max_model_len))) continue;
-      const double a = rate(s);
-      const double g = expected_tokens(a, s->spec_k + 1) - expected_tokens(a, s->spec_k);
-      if (g > gain) {
-        gain = g;
-        best = s;
+    for (size_t i = 0; i < n; ++i) {
+      if (cand_[i]->spec_k >= std::min(depth, cand_cap_[i])) continue;
+      if (gain_[i] > gain) {
+        gain = gain_[i];
+        best = i;
       }
     }
-    if (best == nullptr) break;
-    const size_t k_max2 = std::max(k_max, best->spec_k + 1);
-    const size_t n_spec2 = t.n_spec + (best->spec_k == 0 ? 1 : 0);
+    if (best == n) break;
+    Sequence* s = cand_[best];
+    const size_t k_max2 = std::max(k_max, s->spec_k + 1);
+    const size_t n_spec2 = t.n_spec + (s->spec_k == 0 ? 1 : 0);
     // The draft row sits after the sequence's decode row and its earlier drafts.
-    const double pos2 = added_pos + static_cast<double>(best->tokens.size() + best->spec_k + 1);
+    const double pos2 = added_pos + static_cast<double>(s->tokens.size() + s->spec_k + 1);
     double se = 0;
     const double extra = fit.extra(static_cast<double>(t.added + 1), pos2, &se);
     // More rows never cost less; and a cost the measurements cannot tell from a row's full
@@ -126,7 +127,9 @@ SpecController::PlanTry SpecController::plan_depth(size_t depth, bool costly, do
     // Each draft token must raise tokens per second by kMinGain: what the model leaves out
     // (scheduling, lookup) should not turn a break-even guess into a loss.
     if ((t.value + gain) * t.cost <= (1 + kMinGain) * t.value * cost2) break;
-    ++best->spec_k;
+    ++s->spec_k;
+    const double a = cand_rate_[best];
+    gain_[best] = expected_tokens(a, s->spec_k + 1) - expected_tokens(a, s->spec_k);
     t.value += gain;
     t.cost = cost2;
     ++t.added;
@@ -199,13 +202,22 @@ void SpecController::plan(const std::vector<Sequence*>& running, size_t base_tok
   // and the depth with the most tokens per second wins. A free proposer has one plan, at the
   // deepest cap.
   const bool costly = proposer.cost_seconds(1, 1) > 0;
+  // Each candidate's acceptance and cap, once for all the depths' plans.
+  const double overall = acceptance();
+  cand_rate_.resize(cand_.size());
+  cand_cap_.resize(cand_.size());
   size_t deepest = 0;
-  for (const Sequence* s : cand_) deepest = std::max(deepest, cap(*s, max_model_len));
+  for (size_t i = 0; i < cand_.size(); ++i) {
+    const Sequence* s = cand_[i];
+    cand_rate_[i] = (s->spec_accepted + kPriorWeight * overall) / (s->spec_seen + kPriorWeight);
+    cand_cap_[i] = cap(*s, max_model_len);
+    deepest = std::max(deepest, cand_cap_[i]);
+  }
   PlanTry best{static_cast<double>(decoding), base_cost};
   best_k_.assign(cand_.size(), 0);
   for (size_t depth = costly ? 1 : deepest; depth <= deepest; ++depth) {
-    const PlanTry t = plan_depth(depth, costly, base_cost, static_cast<double>(decoding), fit,
-                                 max_model_len, proposer);
+    const PlanTry t =
+        plan_depth(depth, costly, base_cost, static_cast<double>(decoding), fit, proposer);
     if (t.added > 0 && t.value * best.cost > (1 + kMinGain) * best.value * t.cost) {
       best = t;
       for (size_t i = 0; i < cand_.size(); ++i) best_k_[i] = cand_[i]->spec_k;

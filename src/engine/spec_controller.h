@@ -98,7 +98,7 @@ class SpecController {
     double extra = 0, extra_se = 0;
   };
   PlanTry plan_depth(size_t depth, bool costly, double base_cost, double value,
-                     const StepCostModel::Fit& fit, size_t max_model_len, const Proposer& proposer);
+                     const StepCostModel::Fit& fit, const Proposer& proposer);
 
   SpecConfig cfg_;
   size_t max_batched_tokens_;
@@ -107,9 +107,11 @@ class SpecController {
   uint64_t step_ = 0;
   uint64_t probe_interval_ = kProbeInterval, last_probe_ = 0;
   Plan last_;
-  std::vector<Sequence*> cand_;  // scratch
-  std::vector<size_t> best_k_;   // scratch: the best plan's K per candidate
-  StepCostModel::Fit fit_;       // the reused fit, made at (fit_n0_, fit_p0_) in step fit_step_
+  std::vector<Sequence*> cand_;           // scratch
+  std::vector<size_t> best_k_;            // scratch: the best plan's K per candidate
+  std::vector<double> cand_rate_, gain_;  // scratch: per candidate acceptance, next gain
+  std::vector<size_t> cand_cap_;          // scratch: per candidate most drafts
+  StepCostModel::Fit fit_;  // the reused fit, made at (fit_n0_, fit_p0_) in step fit_step_
   double fit_n0_ = 0, fit_p0_ = 0;
   uint64_t fit_step_ = 0;
 };

@@ -229,15 +229,15 @@ class CpuBackend final : public RowOpsBackend {
     pool_.parallel_for(tiles_.size() * n_head_tasks, [&](size_t task, int thread) {
       const auto [t0, t1] = tiles_[tiles_.size() - 1 - task / n_head_tasks];
       const size_t h0 = task % n_head_tasks * heads;
-      const size_t n_t = t1 - t0, n_q = std::min(heads, kernels::kAttentionTile / n_t);
+      // Tiles longer than the shortest run their heads in several calls.
+      const size_t per_call = std::min(heads, kernels::kAttentionTile / (t1 - t0));
       const float* q[kernels::kAttentionTile];
       float* out[kernels::kAttentionTile];
       int32_t n_ctx[kernels::kAttentionTile];
-      // Tiles longer than the shortest run their heads in several calls.
-      for (size_t hb = h0; hb < h0 + heads; hb += n_q) {
-        const size_t nh = std::min(n_q, h0 + heads - hb);
+      for (size_t hb = h0; hb < h0 + heads; hb += per_call) {
+        const size_t h_end = std::min(hb + per_call, h0 + heads);
         size_t k = 0;
-        for (size_t h = hb; h < hb + nh; ++h) {
+        for (size_t h = hb; h < h_end; ++h) {
           for (size_t t = t0; t < t1; ++t, ++k) {
             q[k] = a.q + t * q_stride + h * a.head_dim;
             out[k] = a.out + t * q_stride + h * a.head_dim;

@@ -488,20 +488,9 @@ inline size_t k_at(const KvLayerView& kv, size_t s, size_t e) {
 }
 inline size_t v_at(const KvLayerView& kv, size_t s, size_t e) { return s * kv.kv_dim + e; }
 
-// n consecutive K or V values starting at element `at` as floats: a view for F32, a conversion
-// into buf for F16 (the hardware conversion is exact, as the scalar one).
-inline const float* load_floats(const KvLayerView& kv, const void* base, size_t at, size_t n,
-                                float* buf);
-// The F32 case at the call site: a view, without a call per block (GCC does not inline the
-// conversion loop, and a call costs a vzeroupper and the vector registers' spills).
-inline const float* view_or_load(const KvLayerView& kv, const void* base, size_t at, size_t n,
-                                 float* buf) {
-  if (kv.type == GgmlType::F32) return static_cast<const float*>(base) + at;
-  return load_floats(kv, base, at, n, buf);
-}
-inline const float* load_floats(const KvLayerView& kv, const void* base, size_t at, size_t n,
-                                float* buf) {
-  if (kv.type == GgmlType::F32) return static_cast<const float*>(base) + at;
+// n consecutive F16 K or V values starting at element `at`, converted into buf (the hardware
+// conversion is exact, as the scalar one).
+inline const float* f16_to_floats(const void* base, size_t at, size_t n, float* buf) {
   const uint16_t* h = static_cast<const uint16_t*>(base) + at;
   size_t i = 0;
 #if defined(__AVX512F__)
@@ -518,11 +507,19 @@ inline const float* load_floats(const KvLayerView& kv, const void* base, size_t 
   for (; i < n; ++i) buf[i] = f16_to_f32(h[i]);
   return buf;
 }
+// The same values as floats: a view for F32, tested here at the call site (GCC does not inline
+// the conversion loop, and a call per block costs a vzeroupper and the vector registers'
+// spills), a conversion for F16.
+inline const float* load_floats(const KvLayerView& kv, const void* base, size_t at, size_t n,
+                                float* buf) {
+  if (kv.type == GgmlType::F32) return static_cast<const float*>(base) + at;
+  return f16_to_floats(base, at, n, buf);
+}
 
 // The `n` V values of one head at `slot` as floats.
 inline const float* load_row(const KvLayerView& kv, size_t slot, size_t kv_offset, size_t n,
                              float* buf) {
-  return view_or_load(kv, kv.v, v_at(kv, slot, kv_offset), n, buf);
+  return load_floats(kv, kv.v, v_at(kv, slot, kv_offset), n, buf);
 }
 
 // The `n` K values of one head at `slot` as floats, gathered from the transposed block (for
@@ -543,7 +540,7 @@ inline const float* load_k_row(const KvLayerView& kv, size_t slot, size_t kv_off
 inline const float* k_block(const KvLayerView& kv, size_t block, size_t kv_offset, size_t head_dim,
                             float* buf) {
   const size_t bs = kv.block_size;
-  return view_or_load(kv, kv.k, k_at(kv, block * bs, kv_offset), head_dim * bs, buf);
+  return load_floats(kv, kv.k, k_at(kv, block * bs, kv_offset), head_dim * bs, buf);
 }
 
 // One head's V rows of a block as floats, `stride` apart: converted into buf for F16. For
