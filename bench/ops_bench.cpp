@@ -27,7 +27,7 @@ struct Cache {
   std::vector<int32_t> table;
 
   Cache(GgmlType t, size_t n_ctx, size_t head_dim = kHeadDim)
-      : pool(t, head_dim * kKvHeads, kBlock, (n_ctx + kBlock - 1) / kBlock, 3) {
+      : pool(t, head_dim * kKvHeads, kBlock, (n_ctx + kBlock - 1) / kBlock, 3, head_dim) {
     for (size_t b = 0; b < pool.n_blocks; ++b) {
       table.push_back(static_cast<int32_t>(pool.n_blocks - 1 - b));
     }

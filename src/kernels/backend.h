@@ -30,22 +30,29 @@ struct Matrix {
 };
 
 // One layer of the paged K/V store. A sequence's position p lives in slot
-// block_table[p / block_size]*block_size + p % block_size. V is stored by slot, [slot][kv_dim];
-// K is stored transposed within each block, [kv_dim][block_size], so that one dimension of a
-// block's keys is contiguous and attention scores 16 keys with plain vector FMAs.
+// block_table[p / block_size]*block_size + p % block_size. K is stored transposed within each
+// block, [kv_dim][block_size], so that one dimension of a block's keys is contiguous and
+// attention scores 16 keys with plain vector FMAs. V is stored by slot, [slot][kv_dim], for
+// heads that read it as rows, or like K for narrow heads (v_transposed_for), whose attention
+// multiplies 16 positions' v[d] at once (kernels/ops_attention_impl.h).
 struct KvLayerView {
   GgmlType type = GgmlType::F32;  // storage type of K and V: F32 or F16
   const void* k = nullptr;
   const void* v = nullptr;
   size_t kv_dim = 0;
   size_t block_size = 0;
+  bool v_transposed = false;  // V in K's layout
 
   // Element e (< kv_dim) of slot s, counted in elements of `type`.
   size_t k_index(size_t s, size_t e) const {
     return (s / block_size * kv_dim + e) * block_size + s % block_size;
   }
-  size_t v_index(size_t s, size_t e) const { return s * kv_dim + e; }
+  size_t v_index(size_t s, size_t e) const { return v_transposed ? k_index(s, e) : s * kv_dim + e; }
 };
+
+// The widest head whose V a KV cache stores transposed.
+inline constexpr size_t kNarrowHeadDim = 16;
+inline bool v_transposed_for(size_t head_dim) { return head_dim <= kNarrowHeadDim; }
 
 // How rotary embedding pairs a head's dimensions: (2i, 2i + 1) as in GGUF's Llama Q/K rows, or
 // (i, i + rope_dim / 2) as GPT-NeoX, Qwen, Phi-3 and Gemma keep them.

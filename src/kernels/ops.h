@@ -45,8 +45,13 @@ inline size_t attention_scratch_floats(size_t block_size, size_t head_dim) {
   // Queries, outputs, maxima, sums, scores, one block's V rows, weights, and the K of up to
   // kAttentionScoreBatch blocks converted from F16 (unused for an F32 cache).
   const size_t t = kAttentionTile, row = attention_score_row(block_size);
-  return 16 + 2 * t * head_dim + 2 * t + 2 * t * row +
-         (1 + kAttentionScoreBatch) * block_size * head_dim;
+  const size_t wide = 16 + 2 * t * head_dim + 2 * t + 2 * t * row +
+                      (1 + kAttentionScoreBatch) * block_size * head_dim;
+  // Narrow heads (a transposed V): 16 lane-wise sums per dimension, maxima and sums per query,
+  // the scores of kAttentionScoreBatch blocks, and their K and V converted from F16.
+  const size_t narrow = 16 + kNarrowHeadDim * 16 * t + 2 * t + kAttentionScoreBatch * t * row +
+                        2 * kAttentionScoreBatch * block_size * head_dim;
+  return head_dim <= kNarrowHeadDim && narrow > wide ? narrow : wide;
 }
 }  // namespace LIFT_TARGET_NS
 

@@ -1,8 +1,9 @@
 // The fast attention kernel, included by one translation unit per instruction set, each
 // defining LIFT_ATTENTION_NS. Every operation is spelled out (explicit fused multiply-adds,
 // fixed combining trees, no contraction) so every instruction set rounds the same way.
-// That includes exp: a polynomial in separate IEEE multiplies and adds, not the C library's,
-// whose vector and scalar versions could not be made to agree.
+// That includes exp: a polynomial in fused multiply-adds (one rounding each, the same in
+// hardware and in std::fma), not the C library's, whose vector and scalar versions could not be
+// made to agree.
 // (No include guard: meant to be included once per namespace.) As everything compiled with -m
 // flags, it calls no shared inline function and no out-of-line standard-library template
 // (kernels/target.h): min_of/max_of/bits_as, its own loops and index helpers instead.
@@ -38,8 +39,9 @@ constexpr float kLn2Hi = 0x1.62e4p-1f;
 constexpr float kLn2Lo = 0x1.7f7d1cp-20f;
 // exp(r) ~ 1 + r + r^2 * (c2 + c3 r + c4 r^2 + c5 r^3 + c6 r^4): a Chebyshev fit of
 // (exp(r) - 1 - r) / r^2 on [-ln 2 / 2, ln 2 / 2], relative error 1e-8 with these float
-// coefficients. Evaluated in float the result is within 1 ulp of exp (rounded from double)
-// for every float in [kExpLo, kExpHi]; the attention test checks every 101st.
+// coefficients. Evaluated in float by Horner's rule in fused multiply-adds (half the
+// operations of separate multiplies and adds) the result is within 1 ulp of exp (rounded from
+// double) for every float in [kExpLo, kExpHi]; the attention test checks every 101st.
 constexpr float kExpC2 = 0x1p-1f;
 constexpr float kExpC3 = 0x1.5554dep-3f;
 constexpr float kExpC4 = 0x1.55551ap-5f;
@@ -51,14 +53,14 @@ constexpr float kExpC6 = 0x1.6d10fcp-10f;
 inline float exp_lane(float x) {
   float xc = x < kExpLo ? kExpLo : x;
   xc = xc > kExpHi ? kExpHi : xc;
-  const float t = xc * kLog2e + kRoundMagic;
+  const float t = std::fma(xc, kLog2e, kRoundMagic);
   const float n = t - kRoundMagic;
-  const float r = (xc - n * kLn2Hi) - n * kLn2Lo;
-  float q = kExpC6 * r + kExpC5;
-  q = q * r + kExpC4;
-  q = q * r + kExpC3;
-  q = q * r + kExpC2;
-  const float p = 1.0f + (r + (r * r) * q);
+  const float r = std::fma(n, -kLn2Lo, std::fma(n, -kLn2Hi, xc));
+  float q = std::fma(kExpC6, r, kExpC5);
+  q = std::fma(q, r, kExpC4);
+  q = std::fma(q, r, kExpC3);
+  q = std::fma(q, r, kExpC2);
+  const float p = 1.0f + std::fma(r * r, q, r);
   // The low bits of t hold n + 2^22; shifted by 23 only n's bits remain, at the exponent.
   const float y = bits_as<float>(bits_as<uint32_t>(p) + (bits_as<uint32_t>(t) << 23));
   if (x < kExpLo) return 0.0f;
@@ -76,17 +78,15 @@ inline __m512 exp16(__m512 x) {
   const __m512 lo = _mm512_set1_ps(kExpLo), hi = _mm512_set1_ps(kExpHi);
   // maxps(lo, x) is `lo > x ? lo : x`, the scalar clamp with NaN kept; likewise minps.
   const __m512 xc = _mm512_min_ps(hi, _mm512_max_ps(lo, x));
-  const __m512 t =
-      _mm512_add_ps(_mm512_mul_ps(xc, _mm512_set1_ps(kLog2e)), _mm512_set1_ps(kRoundMagic));
+  const __m512 t = _mm512_fmadd_ps(xc, _mm512_set1_ps(kLog2e), _mm512_set1_ps(kRoundMagic));
   const __m512 n = _mm512_sub_ps(t, _mm512_set1_ps(kRoundMagic));
-  const __m512 r = _mm512_sub_ps(_mm512_sub_ps(xc, _mm512_mul_ps(n, _mm512_set1_ps(kLn2Hi))),
-                                 _mm512_mul_ps(n, _mm512_set1_ps(kLn2Lo)));
-  __m512 q = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(kExpC6), r), _mm512_set1_ps(kExpC5));
-  q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(kExpC4));
-  q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(kExpC3));
-  q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(kExpC2));
-  const __m512 p =
-      _mm512_add_ps(_mm512_set1_ps(1.0f), _mm512_add_ps(r, _mm512_mul_ps(_mm512_mul_ps(r, r), q)));
+  const __m512 r =
+      _mm512_fmadd_ps(n, _mm512_set1_ps(-kLn2Lo), _mm512_fmadd_ps(n, _mm512_set1_ps(-kLn2Hi), xc));
+  __m512 q = _mm512_fmadd_ps(_mm512_set1_ps(kExpC6), r, _mm512_set1_ps(kExpC5));
+  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(kExpC4));
+  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(kExpC3));
+  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(kExpC2));
+  const __m512 p = _mm512_add_ps(_mm512_set1_ps(1.0f), _mm512_fmadd_ps(_mm512_mul_ps(r, r), q, r));
   const __m512 y = _mm512_castsi512_ps(
       _mm512_add_epi32(_mm512_castps_si512(p), _mm512_slli_epi32(_mm512_castps_si512(t), 23)));
   const __mmask16 under = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
@@ -99,17 +99,15 @@ inline __m512 exp16(__m512 x) {
 inline __m256 exp8(__m256 x) {
   const __m256 lo = _mm256_set1_ps(kExpLo), hi = _mm256_set1_ps(kExpHi);
   const __m256 xc = _mm256_min_ps(hi, _mm256_max_ps(lo, x));
-  const __m256 t =
-      _mm256_add_ps(_mm256_mul_ps(xc, _mm256_set1_ps(kLog2e)), _mm256_set1_ps(kRoundMagic));
+  const __m256 t = _mm256_fmadd_ps(xc, _mm256_set1_ps(kLog2e), _mm256_set1_ps(kRoundMagic));
   const __m256 n = _mm256_sub_ps(t, _mm256_set1_ps(kRoundMagic));
-  const __m256 r = _mm256_sub_ps(_mm256_sub_ps(xc, _mm256_mul_ps(n, _mm256_set1_ps(kLn2Hi))),
-                                 _mm256_mul_ps(n, _mm256_set1_ps(kLn2Lo)));
-  __m256 q = _mm256_add_ps(_mm256_mul_ps(_mm256_set1_ps(kExpC6), r), _mm256_set1_ps(kExpC5));
-  q = _mm256_add_ps(_mm256_mul_ps(q, r), _mm256_set1_ps(kExpC4));
-  q = _mm256_add_ps(_mm256_mul_ps(q, r), _mm256_set1_ps(kExpC3));
-  q = _mm256_add_ps(_mm256_mul_ps(q, r), _mm256_set1_ps(kExpC2));
-  const __m256 p =
-      _mm256_add_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(r, _mm256_mul_ps(_mm256_mul_ps(r, r), q)));
+  const __m256 r =
+      _mm256_fmadd_ps(n, _mm256_set1_ps(-kLn2Lo), _mm256_fmadd_ps(n, _mm256_set1_ps(-kLn2Hi), xc));
+  __m256 q = _mm256_fmadd_ps(_mm256_set1_ps(kExpC6), r, _mm256_set1_ps(kExpC5));
+  q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(kExpC4));
+  q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(kExpC3));
+  q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(kExpC2));
+  const __m256 p = _mm256_add_ps(_mm256_set1_ps(1.0f), _mm256_fmadd_ps(_mm256_mul_ps(r, r), q, r));
   const __m256 y = _mm256_castsi256_ps(
       _mm256_add_epi32(_mm256_castps_si256(p), _mm256_slli_epi32(_mm256_castps_si256(t), 23)));
   const __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
@@ -486,7 +484,9 @@ inline void copy_floats(const float* from, size_t n, float* to) {
 inline size_t k_at(const KvLayerView& kv, size_t s, size_t e) {
   return (s / kv.block_size * kv.kv_dim + e) * kv.block_size + s % kv.block_size;
 }
-inline size_t v_at(const KvLayerView& kv, size_t s, size_t e) { return s * kv.kv_dim + e; }
+inline size_t v_at(const KvLayerView& kv, size_t s, size_t e) {
+  return kv.v_transposed ? k_at(kv, s, e) : s * kv.kv_dim + e;
+}
 
 // n consecutive F16 K or V values starting at element `at`, converted into buf (the hardware
 // conversion is exact, as the scalar one).
@@ -516,22 +516,29 @@ inline const float* load_floats(const KvLayerView& kv, const void* base, size_t 
   return f16_to_floats(base, at, n, buf);
 }
 
+// The `n` values of one head at `slot` from a block-transposed store (K, or V for narrow heads),
+// gathered (for the reference; the kernels read whole blocks).
+inline const float* gather_row(const KvLayerView& kv, const void* base, size_t slot,
+                               size_t kv_offset, size_t n, float* buf) {
+  for (size_t d = 0; d < n; ++d) {
+    const size_t at = k_at(kv, slot, kv_offset + d);
+    buf[d] = kv.type == GgmlType::F32 ? static_cast<const float*>(base)[at]
+                                      : f16_to_f32(static_cast<const uint16_t*>(base)[at]);
+  }
+  return buf;
+}
+
 // The `n` V values of one head at `slot` as floats.
 inline const float* load_row(const KvLayerView& kv, size_t slot, size_t kv_offset, size_t n,
                              float* buf) {
+  if (kv.v_transposed) return gather_row(kv, kv.v, slot, kv_offset, n, buf);
   return load_floats(kv, kv.v, v_at(kv, slot, kv_offset), n, buf);
 }
 
-// The `n` K values of one head at `slot` as floats, gathered from the transposed block (for
-// the reference; the kernel reads whole blocks).
+// The `n` K values of one head at `slot` as floats.
 inline const float* load_k_row(const KvLayerView& kv, size_t slot, size_t kv_offset, size_t n,
                                float* buf) {
-  for (size_t d = 0; d < n; ++d) {
-    const size_t at = k_at(kv, slot, kv_offset + d);
-    buf[d] = kv.type == GgmlType::F32 ? static_cast<const float*>(kv.k)[at]
-                                      : f16_to_f32(static_cast<const uint16_t*>(kv.k)[at]);
-  }
-  return buf;
+  return gather_row(kv, kv.k, slot, kv_offset, n, buf);
 }
 
 // One head's K of cache block `block` as floats, transposed: dimension d of the block's slots
@@ -562,6 +569,205 @@ inline const float* v_rows(const KvLayerView& kv, size_t slot0, size_t len, size
   stride = head_dim;
   return buf;
 }
+
+// Heads of at most kNarrowHeadDim dimensions (stories260K's 8) have so little work per position
+// that attend_tile's per-block bookkeeping (a maximum, an exp and a sum tree per 16 positions
+// and query, then one chain of 16 FMAs per block into one accumulator) costs several times the
+// arithmetic. attend_narrow runs the online softmax over units of kScoreBatch blocks instead,
+// and, their V being stored transposed like K (KvLayerView::v_transposed), multiplies 16
+// positions' weights by 16 positions' v[d] in one vector: each query keeps 16 lane-wise sums
+// per dimension (lane l: the positions at l within a block's 16-position chunks), summed by the
+// fixed tree at the end. A query's operations depend only on its own context and the block
+// size, never on its tile.
+// The largest score of a query's rows in one unit (row g at s + g * rs, len[g] scores each):
+// a lane-wise maximum over every 16-score chunk, rows and chunks in order, lanes past a row's
+// len counting as -inf; then the fixed tree.
+inline float unit_max(const float* s, size_t rs, const size_t* len, size_t n_rows) {
+#if defined(__AVX512F__)
+  const __m512 ninf = _mm512_set1_ps(-INFINITY);
+  __m512 acc = ninf;
+  for (size_t g = 0; g < n_rows; ++g) {
+    for (size_t j = 0; j < len[g]; j += 16) {
+      const __m512 x =
+          _mm512_mask_mov_ps(ninf, mask16(len[g] - j), _mm512_loadu_ps(s + g * rs + j));
+      acc = _mm512_max_ps(acc, x);
+    }
+  }
+  return max16(acc);
+#else
+  alignas(32) float acc[16];
+  for (size_t e = 0; e < 16; ++e) acc[e] = -INFINITY;
+  for (size_t g = 0; g < n_rows; ++g) {
+    for (size_t j = 0; j < len[g]; j += 16) {
+      const float* x = s + g * rs + j;
+      for (size_t e = 0; e < 16; ++e) acc[e] = max_lane(acc[e], j + e < len[g] ? x[e] : -INFINITY);
+    }
+  }
+#if defined(__AVX2__)
+  return max16(_mm256_load_ps(acc), _mm256_load_ps(acc + 8));
+#else
+  return max16(acc);
+#endif
+#endif
+}
+
+// The weights exp(s - m) of the same rows, written over the scores, and their sum: lane-wise
+// over the chunks in order (lanes past len adding 0), then the fixed tree.
+inline float unit_weights(float* s, size_t rs, const size_t* len, size_t n_rows, float m) {
+#if defined(__AVX512F__)
+  __m512 acc = _mm512_setzero_ps();
+  const __m512 mv = _mm512_set1_ps(m);
+  for (size_t g = 0; g < n_rows; ++g) {
+    for (size_t j = 0; j < len[g]; j += 16) {
+      float* x = s + g * rs + j;
+      const __mmask16 valid = mask16(len[g] - j);
+      const __m512 w = _mm512_maskz_mov_ps(
+          valid, exp16(_mm512_sub_ps(_mm512_maskz_mov_ps(valid, _mm512_loadu_ps(x)), mv)));
+      _mm512_storeu_ps(x, w);
+      acc = _mm512_add_ps(acc, w);
+    }
+  }
+  return sum16(acc);
+#else
+  alignas(32) float acc[16] = {};
+  for (size_t g = 0; g < n_rows; ++g) {
+    for (size_t j = 0; j < len[g]; j += 16) {
+      float* x = s + g * rs + j;
+      const size_t n = min_of<size_t>(16, len[g] - j);
+      // Lanes past len get exp(-inf) = 0, exactly the zero the AVX-512 mask gives.
+      alignas(32) float w[16];
+      for (size_t e = 0; e < 16; ++e) w[e] = e < n ? x[e] - m : -INFINITY;
+#if defined(__AVX2__)
+      _mm256_store_ps(w, exp8(_mm256_load_ps(w)));
+      _mm256_store_ps(w + 8, exp8(_mm256_load_ps(w + 8)));
+#else
+      for (size_t e = 0; e < 16; ++e) w[e] = exp_lane(w[e]);
+#endif
+      for (size_t e = 0; e < 16; ++e) acc[e] = acc[e] + w[e];
+      for (size_t e = 0; e < n; ++e) x[e] = w[e];
+    }
+  }
+#if defined(__AVX2__)
+  return sum16(_mm256_load_ps(acc), _mm256_load_ps(acc + 8));
+#else
+  return sum16(acc);
+#endif
+#endif
+}
+
+// One unit's weighted sums of V for Q queries: acc[t][d * 16 + l] = fma(w_j, v_j[d], that) for
+// every position j = j0 + l of every 16-position chunk the query sees (j < len[t][g]), blocks g
+// and chunks in order; w_j at p[t] + g * rs + j, block g's transposed V at vt[g] + d * bs (null
+// where no query sees the block).
+struct NarrowRows {
+  const float* const* p;
+  size_t rs;
+  const size_t* const* len;
+  const float* const* vt;
+  size_t bs, n_blocks, head_dim;
+  float* const* acc;
+};
+
+#if defined(__AVX512F__)
+// The Q x D sums in registers over the whole unit, D the head's dimensions (8 or 16) or more
+// (kExact false: dimensions past head_dim skipped). Every loop unrolled, so they stay there.
+template <size_t Q, size_t D, bool kExact>
+inline void narrow_v(const NarrowRows& r) {
+  __m512 a[Q][D];
+#pragma GCC unroll 4
+  for (size_t t = 0; t < Q; ++t) {
+#pragma GCC unroll 16
+    for (size_t d = 0; d < D; ++d) {
+      if (kExact || d < r.head_dim) a[t][d] = _mm512_loadu_ps(r.acc[t] + d * 16);
+    }
+  }
+  for (size_t g = 0; g < r.n_blocks; ++g) {
+    const float* vt = r.vt[g];
+    if (vt == nullptr) continue;
+    for (size_t j0 = 0; j0 < r.bs; j0 += 16) {
+      __mmask16 m[Q], any = 0;
+      __m512 w[Q];
+#pragma GCC unroll 4
+      for (size_t t = 0; t < Q; ++t) {
+        const size_t n = r.len[t][g];
+        m[t] = n > j0 ? mask16(n - j0) : 0;
+        any = static_cast<__mmask16>(any | m[t]);
+        w[t] = _mm512_loadu_ps(r.p[t] + g * r.rs + j0);
+      }
+      if (any == 0) break;
+#pragma GCC unroll 16
+      for (size_t d = 0; d < D; ++d) {
+        if (!kExact && d >= r.head_dim) continue;
+        const __m512 v = _mm512_maskz_loadu_ps(any, vt + d * r.bs + j0);
+#pragma GCC unroll 4
+        for (size_t t = 0; t < Q; ++t) a[t][d] = _mm512_mask3_fmadd_ps(w[t], v, a[t][d], m[t]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (size_t t = 0; t < Q; ++t) {
+#pragma GCC unroll 16
+    for (size_t d = 0; d < D; ++d) {
+      if (kExact || d < r.head_dim) _mm512_storeu_ps(r.acc[t] + d * 16, a[t][d]);
+    }
+  }
+}
+
+// Queries per call: as many as keep the sums in 16 of the 32 registers.
+inline size_t narrow_group(size_t head_dim) { return head_dim <= 4 ? 4 : head_dim <= 8 ? 2 : 1; }
+
+inline void narrow_v(const NarrowRows& r, size_t q) {
+  if (r.head_dim == 8) return q == 2 ? narrow_v<2, 8, true>(r) : narrow_v<1, 8, true>(r);
+  if (r.head_dim == 16) return narrow_v<1, 16, true>(r);
+  if (r.head_dim <= 4) {
+    if (q == 4) return narrow_v<4, 4, false>(r);
+    if (q == 3) return narrow_v<3, 4, false>(r);
+    if (q == 2) return narrow_v<2, 4, false>(r);
+    return narrow_v<1, 4, false>(r);
+  }
+  if (r.head_dim <= 8) return q == 2 ? narrow_v<2, 8, false>(r) : narrow_v<1, 8, false>(r);
+  narrow_v<1, 16, false>(r);
+}
+#else
+inline size_t narrow_group(size_t) { return 1; }
+
+// The sums in memory, one query at a time.
+inline void narrow_v(const NarrowRows& r, size_t q) {
+  for (size_t t = 0; t < q; ++t) {
+    float* acc = r.acc[t];
+    for (size_t g = 0; g < r.n_blocks; ++g) {
+      const float* vt = r.vt[g];
+      const size_t n = r.len[t][g];
+      if (vt == nullptr || n == 0) continue;
+      const float* w = r.p[t] + g * r.rs;
+#if defined(__AVX2__)
+      // Eight lanes at a time: the FMA for every lane, then the old sum kept where the
+      // position is past len (as AVX-512's merge masking).
+      for (size_t j0 = 0; j0 < n; j0 += 8) {
+        const __m256i valid = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n - j0)),
+                                                 _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        const __m256 wv = _mm256_maskload_ps(w + j0, valid);
+        const size_t lane = j0 % 16;
+        for (size_t d = 0; d < r.head_dim; ++d) {
+          float* at = acc + d * 16 + lane;
+          const __m256 old = _mm256_loadu_ps(at);
+          const __m256 v = _mm256_maskload_ps(vt + d * r.bs + j0, valid);
+          _mm256_storeu_ps(
+              at, _mm256_blendv_ps(old, _mm256_fmadd_ps(wv, v, old), _mm256_castsi256_ps(valid)));
+        }
+      }
+#else
+      for (size_t j = 0; j < n; ++j) {
+        for (size_t d = 0; d < r.head_dim; ++d) {
+          float& at = acc[d * 16 + j % 16];
+          at = std::fma(w[j], vt[d * r.bs + j], at);
+        }
+      }
+#endif
+    }
+  }
+}
+#endif
 
 }  // namespace
 
@@ -641,6 +847,145 @@ void geglu_lanes(const float* gate, const float* up, size_t n, float* out) {
   }
 }
 
+namespace {
+
+// Attention for heads of at most kNarrowHeadDim dimensions whose V is stored transposed:
+// attend_tile's contract (and scratch, see attention_scratch_floats), by units (see above).
+void attend_narrow(const float* const* q, size_t n_q, const KvLayerView& kv, size_t kv_offset,
+                   size_t head_dim, const int32_t* block_table, const int32_t* n_ctx, float scale,
+                   float* scratch, float* const* out, AttendMods mods) {
+  const size_t bs = kv.block_size, per_query = kNarrowHeadDim * 16;
+  const bool share_k = n_q >= kScoreBatch;
+  float* acc = scratch + (64 - reinterpret_cast<uintptr_t>(scratch) % 64) % 64 / sizeof(float);
+  float* m = acc + kAttentionTile * per_query;  // n_q running maxima
+  float* l = m + kAttentionTile;                // n_q running sums
+  const size_t srow = attention_score_row(bs), rs = n_q * srow;
+  float* score = l + kAttentionTile;  // unit block g, query i: row g * n_q + i
+  float* kbuf = score + kScoreBatch * kAttentionTile * srow;  // the unit's K and V from F16
+  float* vbuf = kbuf + kScoreBatch * head_dim * bs;
+  size_t lo[kAttentionTile], min_lo = SIZE_MAX, max_ctx = 0;
+  for (size_t i = 0; i < n_q; ++i) {
+    const size_t n = static_cast<size_t>(n_ctx[i]), w = static_cast<size_t>(mods.window);
+    lo[i] = (w > 0 && n > w) ? n - w : 0;
+    min_lo = min_of(min_lo, lo[i]);
+    max_ctx = max_of(max_ctx, n);
+    for (size_t e = 0; e < head_dim * 16; ++e) acc[i * per_query + e] = 0.0f;
+    m[i] = -INFINITY;
+    l[i] = 0.0f;
+  }
+  const size_t n_ctx_blocks = (max_ctx + bs - 1) / bs;
+  ScoreJob jobs[kAttentionTile];
+  size_t n_jobs = 0;
+  auto flush = [&](bool shared) {
+    run_scores(jobs, n_jobs, shared, bs, head_dim, scale);
+    n_jobs = 0;
+  };
+  // Units are kScoreBatch blocks from position 0 on, whichever block a tile starts at.
+  for (size_t b0 = min_lo / bs / kScoreBatch * kScoreBatch; b0 < n_ctx_blocks; b0 += kScoreBatch) {
+    const size_t n_blocks = min_of(kScoreBatch, n_ctx_blocks - b0);
+    // Rows query i sees in block g (0 past its context or before its window; rows before the
+    // window inside a block are scored, then given weight 0).
+    size_t lens[kAttentionTile][kScoreBatch];
+    const float* vt[kScoreBatch];
+    for (size_t g = 0; g < n_blocks; ++g) {
+      const size_t start = (b0 + g) * bs;
+      bool used = false;
+      for (size_t i = 0; i < n_q; ++i) {
+        const size_t n = static_cast<size_t>(n_ctx[i]);
+        lens[i][g] = (start < n && lo[i] < start + bs) ? min_of(bs, n - start) : 0;
+        used = used || lens[i][g] > 0;
+      }
+      // Blocks no query sees are never read (before every window they may be released).
+      vt[g] = nullptr;
+      if (!used) continue;
+      // The head's K and V of the block: head_dim rows of bs, from (block, kv_offset) on.
+      const size_t at = (static_cast<size_t>(block_table[b0 + g]) * kv.kv_dim + kv_offset) * bs;
+      const float* kt = load_floats(kv, kv.k, at, head_dim * bs, kbuf + g * head_dim * bs);
+      vt[g] = load_floats(kv, kv.v, at, head_dim * bs, vbuf + g * head_dim * bs);
+      for (size_t j0 = 0; j0 < bs; j0 += 16) {
+        for (size_t i = 0; i < n_q; ++i) {
+          if (lens[i][g] <= j0) continue;
+          jobs[n_jobs++] = {q[i], kt + j0, min_of<size_t>(16, lens[i][g] - j0),
+                            score + (g * n_q + i) * srow + j0};
+          if (!share_k && n_jobs == kScoreBatch) flush(false);
+        }
+        if (share_k) flush(true);
+      }
+    }
+    flush(false);
+    // Each query's new maximum over the unit, then all corrections exp(m - m_new) at once.
+    float m_new[kAttentionTile], delta[kAttentionTile] = {}, correction[kAttentionTile];
+    bool moved = false, any[kAttentionTile];
+    for (size_t i = 0; i < n_q; ++i) {
+      float* sc = score + i * srow;
+      m_new[i] = m[i];
+      any[i] = false;
+      for (size_t g = 0; g < n_blocks; ++g) {
+        if (lens[i][g] == 0) continue;
+        any[i] = true;
+        const size_t start = (b0 + g) * bs;
+        if (mods.softcap > 0.0f) softcap_scores(sc + g * rs, lens[i][g], mods.softcap);
+        for (size_t j = start; j < lo[i]; ++j) sc[g * rs + j - start] = -INFINITY;
+      }
+      if (!any[i]) continue;
+      m_new[i] = max_lane(m[i], unit_max(sc, rs, lens[i], n_blocks));
+      delta[i] = m[i] - m_new[i];
+      moved = moved || delta[i] != 0.0f;
+    }
+    if (moved) {
+      exp_lanes(delta, kAttentionTile, correction);
+    } else {
+      for (size_t i = 0; i < n_q; ++i) correction[i] = 1.0f;
+    }
+    for (size_t i = 0; i < n_q; ++i) {
+      if (!any[i]) continue;
+      const float c = correction[i];
+      const float sum = unit_weights(score + i * srow, rs, lens[i], n_blocks, m_new[i]);
+      l[i] = l[i] * c + sum;
+      m[i] = m_new[i];
+      // exp(0) is exactly 1, and times 1 changes nothing.
+      if (c != 1.0f) {
+        for (size_t e = 0; e < head_dim * 16; ++e) acc[i * per_query + e] *= c;
+      }
+    }
+    // V: a few queries at a time share each load (narrow_group).
+    const size_t per = narrow_group(head_dim);
+    const float* p[4];
+    const size_t* len[4];
+    float* a[4];
+    size_t k = 0;
+    for (size_t i = 0; i < n_q; ++i) {
+      if (!any[i]) continue;
+      p[k] = score + i * srow;
+      len[k] = lens[i];
+      a[k] = acc + i * per_query;
+      if (++k == per) {
+        narrow_v(NarrowRows{p, rs, len, vt, bs, n_blocks, head_dim, a}, k);
+        k = 0;
+      }
+    }
+    if (k > 0) narrow_v(NarrowRows{p, rs, len, vt, bs, n_blocks, head_dim, a}, k);
+  }
+  for (size_t i = 0; i < n_q; ++i) {
+    const float inv = 1.0f / l[i];
+    const float* c = acc + i * per_query;
+    for (size_t d = 0; d < head_dim; ++d) {
+#if defined(__AVX512F__)
+      const float o = sum16(_mm512_loadu_ps(c + d * 16));
+#elif defined(__AVX2__)
+      const float o = sum16(_mm256_loadu_ps(c + d * 16), _mm256_loadu_ps(c + d * 16 + 8));
+#else
+      alignas(32) float lanes[16];
+      for (size_t e = 0; e < 16; ++e) lanes[e] = c[d * 16 + e];
+      const float o = sum16(lanes);
+#endif
+      out[i][d] = o * inv;
+    }
+  }
+}
+
+}  // namespace
+
 // Up to kAttentionTile queries of one head of one sequence (consecutive positions of a prompt
 // chunk) share every K and V row they read. Each query's own operation sequence is exactly
 // the single-query one: same blocks, same order of scores, maxima, rescaling and sums. So a
@@ -648,6 +993,10 @@ void geglu_lanes(const float* gate, const float* up, size_t n, float* out) {
 void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_t kv_offset,
                  size_t head_dim, const int32_t* block_table, const int32_t* n_ctx, float scale,
                  float* scratch, float* const* out, AttendMods mods) {
+  if (kv.v_transposed) {
+    return attend_narrow(q, n_q, kv, kv_offset, head_dim, block_table, n_ctx, scale, scratch, out,
+                         mods);
+  }
   const size_t bs = kv.block_size;
   // Scores run kScoreBatch chains at a time. A tile of at least that many queries shares each
   // block's K loads; fewer queries score a group of blocks together instead, each job loading

@@ -34,6 +34,7 @@ KvCache::KvCache(const ModelConfig& cfg, size_t n_blocks, size_t block_size, KvT
       kv_dim_(tp_kv_part(cfg, shard).second),
       n_layers_(static_cast<size_t>(cfg.n_layers)),
       first_(tp_kv_part(cfg, shard).first),
+      v_transposed_(v_transposed_for(static_cast<size_t>(cfg.head_dim))),
       type_(type),
       elem_bytes_(type == KvType::f16 ? 2 : 4) {
   if (block_size == 0) throw Error("KV block size must be positive");
@@ -57,26 +58,37 @@ void KvCache::Free::operator()(uint8_t* p) const { std::free(p); }
 void KvCache::write(size_t layer, size_t slot, const float* k, const float* v) {
   k += first_;
   v += first_;
-  // K goes down a column of its block's [kv_dim][block_size] layout (see KvLayerView).
+  // K goes down a column of its block's [kv_dim][block_size] layout (see KvLayerView), and so
+  // does a transposed V.
   const KvLayerView view = layer_view(layer);
   const size_t k0 = view.k_index(slot, 0), v0 = view.v_index(slot, 0);
+  const size_t v_step = v_transposed_ ? block_size_ : 1;
   if (type_ == KvType::f32) {
     float* kf = reinterpret_cast<float*>(k_[layer].get()) + k0;
+    float* vf = reinterpret_cast<float*>(v_[layer].get()) + v0;
     for (size_t i = 0; i < kv_dim_; ++i) kf[i * block_size_] = k[i];
-    std::memcpy(reinterpret_cast<float*>(v_[layer].get()) + v0, v, kv_dim_ * sizeof(float));
+    if (!v_transposed_) {
+      std::memcpy(vf, v, kv_dim_ * sizeof(float));
+      return;
+    }
+    for (size_t i = 0; i < kv_dim_; ++i) vf[i * v_step] = v[i];
     return;
   }
   uint16_t* kh = reinterpret_cast<uint16_t*>(k_[layer].get()) + k0;
   uint16_t* vh = reinterpret_cast<uint16_t*>(v_[layer].get()) + v0;
   for (size_t i = 0; i < kv_dim_; ++i) {
     kh[i * block_size_] = kernels::f32_to_f16(k[i]);
-    vh[i] = kernels::f32_to_f16(v[i]);
+    vh[i * v_step] = kernels::f32_to_f16(v[i]);
   }
 }
 
 KvLayerView KvCache::layer_view(size_t layer) const {
-  return {type_ == KvType::f16 ? GgmlType::F16 : GgmlType::F32, k_[layer].get(), v_[layer].get(),
-          kv_dim_, block_size_};
+  return {type_ == KvType::f16 ? GgmlType::F16 : GgmlType::F32,
+          k_[layer].get(),
+          v_[layer].get(),
+          kv_dim_,
+          block_size_,
+          v_transposed_};
 }
 
 void KvCache::copy_block(int32_t src, int32_t dst) {

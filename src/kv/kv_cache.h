@@ -47,6 +47,7 @@ class KvCache {
 
  private:
   size_t n_blocks_, block_size_, kv_dim_, n_layers_, first_;
+  bool v_transposed_;
   KvType type_;
   size_t elem_bytes_;
   // calloc'd: the kernel maps large zeroed regions lazily, so a budget costs memory only as

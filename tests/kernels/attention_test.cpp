@@ -116,10 +116,10 @@ TEST(SoftmaxExp, EveryIsaGivesTheSameBits) {
 class Attention : public ::testing::TestWithParam<GgmlType> {};
 
 TEST_P(Attention, MatchesReferenceWithinTolerance) {
-  for (size_t head_dim : {8u, 64u, 72u, 128u}) {
+  for (size_t head_dim : {4u, 8u, 12u, 16u, 64u, 72u, 128u}) {
     for (int32_t n_ctx : {1, 15, 16, 17, 100, 300}) {
       const size_t bs = 16, n_kv_heads = 2;
-      RandomKvPool pool(GetParam(), head_dim * n_kv_heads, bs, 24, 11);
+      RandomKvPool pool(GetParam(), head_dim * n_kv_heads, bs, 24, 11, head_dim);
       std::vector<int32_t> table(24);
       for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>((i * 7) % 24);
       std::mt19937 rng(5);
@@ -192,11 +192,11 @@ TEST_P(Attention, AnyTileAnyIsaSameBits) {
   std::mt19937 rng(9);
   std::normal_distribution<float> d(0.0f, 1.0f);
   for (size_t bs : {1u, 5u, 8u, 16u, 17u, 32u, 48u, 64u, 80u}) {
-    for (size_t head_dim : {8u, 64u, 72u, 128u}) {
+    for (size_t head_dim : {3u, 8u, 16u, 64u, 72u, 128u}) {
       for (size_t n_q = 1; n_q <= kAttentionTile; ++n_q) {
         const size_t n_blocks = 160 / bs + 1;
         RandomKvPool pool(GetParam(), head_dim * 2, bs, n_blocks,
-                          static_cast<uint32_t>(bs + head_dim));
+                          static_cast<uint32_t>(bs + head_dim), head_dim);
         std::vector<int32_t> table(n_blocks);
         for (size_t i = 0; i < n_blocks; ++i) table[i] = static_cast<int32_t>((i * 5) % n_blocks);
         std::uniform_int_distribution<int32_t> ctx(1, 160);
@@ -257,48 +257,53 @@ TEST_P(Attention, SlidingWindowAndSoftcapSkipReleasedBlocks) {
   for (size_t bs : {1u, 4u, 16u, 17u}) {
     for (int32_t window : {1, 5, 16, 20, 33}) {
       for (float softcap : {0.0f, 3.0f}) {
-        const size_t head_dim = 40, n_blocks = 120 / bs + 1;
-        RandomKvPool pool(GetParam(), head_dim, bs, n_blocks, static_cast<uint32_t>(bs * 7));
-        const size_t n_q = kAttentionTile;
-        const int32_t first = 100;  // the tile's queries sit at positions 99 .. 114
-        std::vector<int32_t> table(n_blocks), n_ctx(n_q);
-        for (size_t i = 0; i < n_blocks; ++i) table[i] = static_cast<int32_t>((i * 7) % n_blocks);
-        for (size_t i = 0; i < n_q; ++i) n_ctx[i] = first + static_cast<int32_t>(i);
-        // Blocks before the earliest window: released.
-        const size_t lo = static_cast<size_t>(std::max(0, first - window));
-        for (size_t b = 0; b < lo / bs; ++b) table[b] = -1;
-        std::vector<std::vector<float>> q(n_q, std::vector<float>(head_dim));
-        std::vector<const float*> qp;
-        for (auto& v : q) {
-          for (auto& x : v) x = d(rng);
-          qp.push_back(v.data());
-        }
-        const AttendMods mods{softcap, window};
-        std::vector<float> scratch(attention_scratch_floats(bs, head_dim));
-        auto run_tile = [&] {
-          std::vector<std::vector<float>> out(n_q, unwritten_floats(head_dim));
-          std::vector<float*> op;
-          for (auto& o : out) op.push_back(o.data());
-          attend_tile(qp.data(), n_q, pool.view(), 0, head_dim, table.data(), n_ctx.data(), 0.3f,
-                      scratch.data(), op.data(), mods);
-          return out;
-        };
-        set_isa(Isa::scalar);
-        const auto want = run_tile();
-        for (Isa isa : supported_isas()) {
-          set_isa(isa);
-          SCOPED_TRACE(::testing::Message() << isa_name(isa) << " bs " << bs << " window " << window
-                                            << " softcap " << softcap);
-          const auto tiled = run_tile();
-          for (size_t i = 0; i < n_q; ++i) {
-            std::vector<float> alone = unwritten_floats(head_dim), ref = unwritten_floats(head_dim);
-            attend_head(q[i].data(), pool.view(), 0, head_dim, table.data(), n_ctx[i], 0.3f,
-                        scratch.data(), alone.data(), mods);
-            EXPECT_TRUE(same_bits(tiled[i], want[i])) << i;
-            EXPECT_TRUE(same_bits(tiled[i], alone)) << i;
-            attend_head_reference(q[i].data(), pool.view(), 0, head_dim, table.data(), n_ctx[i],
-                                  0.3f, ref.data(), mods);
-            EXPECT_TRUE(within_tolerance(tiled[i], ref)) << i;
+        for (size_t head_dim : {8u, 40u}) {
+          const size_t n_blocks = 120 / bs + 1;
+          RandomKvPool pool(GetParam(), head_dim, bs, n_blocks, static_cast<uint32_t>(bs * 7),
+                            head_dim);
+          const size_t n_q = kAttentionTile;
+          const int32_t first = 100;  // the tile's queries sit at positions 99 .. 114
+          std::vector<int32_t> table(n_blocks), n_ctx(n_q);
+          for (size_t i = 0; i < n_blocks; ++i) table[i] = static_cast<int32_t>((i * 7) % n_blocks);
+          for (size_t i = 0; i < n_q; ++i) n_ctx[i] = first + static_cast<int32_t>(i);
+          // Blocks before the earliest window: released.
+          const size_t lo = static_cast<size_t>(std::max(0, first - window));
+          for (size_t b = 0; b < lo / bs; ++b) table[b] = -1;
+          std::vector<std::vector<float>> q(n_q, std::vector<float>(head_dim));
+          std::vector<const float*> qp;
+          for (auto& v : q) {
+            for (auto& x : v) x = d(rng);
+            qp.push_back(v.data());
+          }
+          const AttendMods mods{softcap, window};
+          std::vector<float> scratch(attention_scratch_floats(bs, head_dim));
+          auto run_tile = [&] {
+            std::vector<std::vector<float>> out(n_q, unwritten_floats(head_dim));
+            std::vector<float*> op;
+            for (auto& o : out) op.push_back(o.data());
+            attend_tile(qp.data(), n_q, pool.view(), 0, head_dim, table.data(), n_ctx.data(), 0.3f,
+                        scratch.data(), op.data(), mods);
+            return out;
+          };
+          set_isa(Isa::scalar);
+          const auto want = run_tile();
+          for (Isa isa : supported_isas()) {
+            set_isa(isa);
+            SCOPED_TRACE(::testing::Message()
+                         << isa_name(isa) << " bs " << bs << " window " << window << " softcap "
+                         << softcap << " head_dim " << head_dim);
+            const auto tiled = run_tile();
+            for (size_t i = 0; i < n_q; ++i) {
+              std::vector<float> alone = unwritten_floats(head_dim),
+                                 ref = unwritten_floats(head_dim);
+              attend_head(q[i].data(), pool.view(), 0, head_dim, table.data(), n_ctx[i], 0.3f,
+                          scratch.data(), alone.data(), mods);
+              EXPECT_TRUE(same_bits(tiled[i], want[i])) << i;
+              EXPECT_TRUE(same_bits(tiled[i], alone)) << i;
+              attend_head_reference(q[i].data(), pool.view(), 0, head_dim, table.data(), n_ctx[i],
+                                    0.3f, ref.data(), mods);
+              EXPECT_TRUE(within_tolerance(tiled[i], ref)) << i;
+            }
           }
         }
       }
@@ -374,7 +379,7 @@ struct RisingScores {
         head_dim(dim),
         max_ctx(ctx),
         n_blocks((ctx + block_size - 1) / block_size),
-        pool(type, 2 * dim, block_size, n_blocks, seed),
+        pool(type, 2 * dim, block_size, n_blocks, seed, dim),
         scratch(attention_scratch_floats(block_size, dim)) {
     for (size_t b = 0; b < n_blocks; ++b) {
       table.push_back(static_cast<int32_t>((2 * n_blocks - 2 - b) % n_blocks));
@@ -475,7 +480,7 @@ struct RisingScores {
 };
 
 const size_t kBlockSizes[] = {1, 5, 8, 16, 17, 32, 48, 64, 80};
-const size_t kHeadDims[] = {8, 64, 72, 128};
+const size_t kHeadDims[] = {8, 16, 64, 72, 128};
 
 // One decode query over contexts of one position up to the whole sequence.
 TEST_P(Attention, LargeMovingScoresDecode) {

@@ -16,11 +16,17 @@ namespace lift::kernels {
 struct RandomKvPool {
   GgmlType type;
   size_t kv_dim, block_size, n_blocks;
+  bool v_transposed;
   std::vector<float> k32, v32;
   std::vector<uint16_t> k16, v16;
 
-  RandomKvPool(GgmlType t, size_t dim, size_t bs, size_t nb, uint32_t seed)
-      : type(t), kv_dim(dim), block_size(bs), n_blocks(nb) {
+  // head_dim: the layout a KV cache uses for heads of that size (0: V by slot).
+  RandomKvPool(GgmlType t, size_t dim, size_t bs, size_t nb, uint32_t seed, size_t head_dim = 0)
+      : type(t),
+        kv_dim(dim),
+        block_size(bs),
+        n_blocks(nb),
+        v_transposed(head_dim > 0 && v_transposed_for(head_dim)) {
     std::mt19937 rng(seed);
     std::normal_distribution<float> d(0.0f, 1.0f);
     const size_t n = dim * bs * nb;
@@ -37,8 +43,10 @@ struct RandomKvPool {
     }
   }
   KvLayerView view() const {
-    if (type == GgmlType::F16) return {type, k16.data(), v16.data(), kv_dim, block_size};
-    return {type, k32.data(), v32.data(), kv_dim, block_size};
+    if (type == GgmlType::F16) {
+      return {type, k16.data(), v16.data(), kv_dim, block_size, v_transposed};
+    }
+    return {type, k32.data(), v32.data(), kv_dim, block_size, v_transposed};
   }
   // Sets element e (< kv_dim) of slot s's K in both storage types (F16 rounded to nearest).
   void set_k(size_t s, size_t e, float x) {
