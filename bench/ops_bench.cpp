@@ -57,6 +57,38 @@ void bm_attention_decode(benchmark::State& state, GgmlType t, size_t n_ctx) {
                                                 benchmark::Counter::kIsRate);
 }
 
+// One decode step's attention over a whole model's caches: n_layers layers of kKvHeads K/V
+// heads, each with a tile of `group` query heads, at n_ctx positions. The caches (1.1B shape at
+// 2,048 positions: 22 layers, 92 MB in F32) are far larger than the last-level cache, as a long
+// context's are, so this measures attention reading K/V from DRAM.
+void bm_attention_model(benchmark::State& state, GgmlType t, size_t n_layers, size_t n_ctx,
+                        size_t group) {
+  std::vector<Cache> layers;
+  for (size_t l = 0; l < n_layers; ++l) layers.emplace_back(t, n_ctx);
+  const auto q = randn(group * kHeadDim, 7);
+  std::vector<float> out(group * kHeadDim), scratch(attention_scratch_floats(kBlock, kHeadDim));
+  std::vector<int32_t> n_of(group, static_cast<int32_t>(n_ctx));
+  const float* qp[kAttentionTile];
+  float* op[kAttentionTile];
+  for (size_t i = 0; i < group; ++i) {
+    qp[i] = q.data() + i * kHeadDim;
+    op[i] = out.data() + i * kHeadDim;
+  }
+  for (auto _ : state) {
+    for (const Cache& c : layers) {
+      for (size_t h = 0; h < kKvHeads; ++h) {
+        attend_tile(qp, group, c.view(), h * kHeadDim, kHeadDim, c.table.data(), n_of.data(),
+                    0.125f, scratch.data(), op);
+      }
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  const double bytes = 2.0 * static_cast<double>(n_layers * kKvHeads * n_ctx * kHeadDim) *
+                       (t == GgmlType::F16 ? 2 : 4);
+  state.counters["kv_B/s"] = benchmark::Counter(bytes * static_cast<double>(state.iterations()),
+                                                benchmark::Counter::kIsRate);
+}
+
 // Every query of an n_ctx-token prompt, in tiles of kAttentionTile consecutive positions.
 void bm_attention_prefill(benchmark::State& state, GgmlType t, size_t n_ctx) {
   const Cache cache(t, n_ctx);
@@ -146,6 +178,12 @@ int register_all() {
       benchmark::RegisterBenchmark(
           ("attention/decode/" + type + "/" + std::to_string(n_ctx)).c_str(), bm_attention_decode,
           t, n_ctx)
+          ->Unit(benchmark::kMicrosecond);
+    }
+    for (size_t layers : {1u, 22u}) {
+      const std::string shape = std::to_string(layers) + "x2048/8";
+      benchmark::RegisterBenchmark(("attention/model/" + type + "/" + shape).c_str(),
+                                   bm_attention_model, t, layers, size_t{2048}, size_t{8})
           ->Unit(benchmark::kMicrosecond);
     }
     benchmark::RegisterBenchmark(("attention/prefill/" + type + "/512").c_str(),
