@@ -77,11 +77,13 @@ void TpBackend::attention(const AttentionArgs& a) {
     s.n_kv_heads = g1 - g0;
     // A cache of this rank's heads (tp_follow's, and the leader's under TP) is read as it is;
     // a whole one through a view that keeps its kv_dim as the stride and starts at this
-    // rank's first head: K is [block][kv_dim][block_size], V [slot][kv_dim].
+    // rank's first head: K is [block][kv_dim][block_size], V [slot][kv_dim] or, for narrow
+    // heads, K's layout too (KvLayerView::v_transposed).
     if (a.kv.kv_dim == a.n_kv_heads * hd) {
       const size_t elem = a.kv.type == GgmlType::F32 ? 4 : 2;
-      s.kv.k = static_cast<const uint8_t*>(a.kv.k) + g0 * hd * a.kv.block_size * elem;
-      s.kv.v = static_cast<const uint8_t*>(a.kv.v) + g0 * hd * elem;
+      const size_t k_off = g0 * hd * a.kv.block_size * elem;
+      s.kv.k = static_cast<const uint8_t*>(a.kv.k) + k_off;
+      s.kv.v = static_cast<const uint8_t*>(a.kv.v) + (a.kv.v_transposed ? k_off : g0 * hd * elem);
     } else if (a.kv.kv_dim != (g1 - g0) * hd) {
       throw Error("tensor parallelism: the K/V cache holds neither all heads nor this rank's");
     }
