@@ -849,13 +849,84 @@ void geglu_lanes(const float* gate, const float* up, size_t n, float* out) {
 
 namespace {
 
+// What both attention paths share. With a sliding window query i sees positions [lo[i],
+// n_ctx[i]); the blocks before the tile's earliest lo are never read (the KV manager may have
+// released them: table entry -1).
+struct TileExtent {
+  size_t lo[kAttentionTile];
+  size_t min_lo = SIZE_MAX, max_ctx = 0;
+
+  TileExtent(const int32_t* n_ctx, size_t n_q, int32_t window) {
+    const size_t w = static_cast<size_t>(window);
+    for (size_t i = 0; i < n_q; ++i) {
+      const size_t n = static_cast<size_t>(n_ctx[i]);
+      lo[i] = (w > 0 && n > w) ? n - w : 0;
+      min_lo = min_of(min_lo, lo[i]);
+      max_ctx = max_of(max_ctx, n);
+    }
+  }
+  // Rows query i sees of the block starting at `start`: 0 past its context or before its
+  // window (rows before the window inside a block are scored, then given weight 0).
+  size_t rows(const int32_t* n_ctx, size_t i, size_t start, size_t bs) const {
+    const size_t n = static_cast<size_t>(n_ctx[i]);
+    return (start < n && lo[i] < start + bs) ? min_of(bs, n - start) : 0;
+  }
+};
+
+// Score jobs, run kScoreBatch chains at a time. A tile of at least that many queries shares
+// each block's K loads (one batch per 16 keys); fewer queries batch several blocks, each job
+// loading its own keys.
+struct ScoreQueue {
+  ScoreJob jobs[kAttentionTile];
+  size_t n = 0;
+  bool share_k;
+  size_t stride, head_dim;
+  float scale;
+
+  void flush(bool shared) {
+    run_scores(jobs, n, shared, stride, head_dim, scale);
+    n = 0;
+  }
+  // A block's keys (K transposed at kt, block_len rows) against every query that sees them:
+  // query i its len(i) rows, its scores to out(i).
+  template <class Len, class Out>
+  void add_block(const float* const* q, size_t n_q, const float* kt, size_t block_len, Len len,
+                 Out out) {
+    for (size_t j0 = 0; j0 < block_len; j0 += 16) {
+      for (size_t i = 0; i < n_q; ++i) {
+        if (len(i) <= j0) continue;
+        jobs[n++] = {q[i], kt + j0, min_of<size_t>(16, len(i) - j0), out(i) + j0};
+        if (!share_k && n == kScoreBatch) flush(false);
+      }
+      if (share_k) flush(true);
+    }
+  }
+};
+
+// Soft-capping, then the rows before the window (those of [start, lo)) get weight
+// exp(-inf) = 0: the same operations for a query in any tile.
+inline void cap_and_mask(float* s, size_t len, size_t start, size_t lo, float softcap) {
+  if (softcap > 0.0f) softcap_scores(s, len, softcap);
+  for (size_t j = start; j < lo; ++j) s[j - start] = -INFINITY;
+}
+
+// The queries' corrections exp(m - m_new) in one vector (exp(-inf) = 0 at the start). Once the
+// maxima settle most blocks move none, and exp(0) is exactly 1: no exp then (and no wait on
+// the deltas' stores, which a vector load of them would stall on).
+inline void corrections(const float* delta, bool moved, size_t n_q, float* c) {
+  if (moved) {
+    exp_lanes(delta, kAttentionTile, c);
+  } else {
+    for (size_t i = 0; i < n_q; ++i) c[i] = 1.0f;
+  }
+}
+
 // Attention for heads of at most kNarrowHeadDim dimensions whose V is stored transposed:
 // attend_tile's contract (and scratch, see attention_scratch_floats), by units (see above).
 void attend_narrow(const float* const* q, size_t n_q, const KvLayerView& kv, size_t kv_offset,
                    size_t head_dim, const int32_t* block_table, const int32_t* n_ctx, float scale,
                    float* scratch, float* const* out, AttendMods mods) {
   const size_t bs = kv.block_size, per_query = kNarrowHeadDim * 16;
-  const bool share_k = n_q >= kScoreBatch;
   float* acc = scratch + (64 - reinterpret_cast<uintptr_t>(scratch) % 64) % 64 / sizeof(float);
   float* m = acc + kAttentionTile * per_query;  // n_q running maxima
   float* l = m + kAttentionTile;                // n_q running sums
@@ -863,36 +934,26 @@ void attend_narrow(const float* const* q, size_t n_q, const KvLayerView& kv, siz
   float* score = l + kAttentionTile;  // unit block g, query i: row g * n_q + i
   float* kbuf = score + kScoreBatch * kAttentionTile * srow;  // the unit's K and V from F16
   float* vbuf = kbuf + kScoreBatch * head_dim * bs;
-  size_t lo[kAttentionTile], min_lo = SIZE_MAX, max_ctx = 0;
+  const TileExtent ext(n_ctx, n_q, mods.window);
+  const size_t* lo = ext.lo;
   for (size_t i = 0; i < n_q; ++i) {
-    const size_t n = static_cast<size_t>(n_ctx[i]), w = static_cast<size_t>(mods.window);
-    lo[i] = (w > 0 && n > w) ? n - w : 0;
-    min_lo = min_of(min_lo, lo[i]);
-    max_ctx = max_of(max_ctx, n);
     for (size_t e = 0; e < head_dim * 16; ++e) acc[i * per_query + e] = 0.0f;
     m[i] = -INFINITY;
     l[i] = 0.0f;
   }
-  const size_t n_ctx_blocks = (max_ctx + bs - 1) / bs;
-  ScoreJob jobs[kAttentionTile];
-  size_t n_jobs = 0;
-  auto flush = [&](bool shared) {
-    run_scores(jobs, n_jobs, shared, bs, head_dim, scale);
-    n_jobs = 0;
-  };
+  const size_t n_ctx_blocks = (ext.max_ctx + bs - 1) / bs;
+  ScoreQueue scores{{}, 0, n_q >= kScoreBatch, bs, head_dim, scale};
   // Units are kScoreBatch blocks from position 0 on, whichever block a tile starts at.
-  for (size_t b0 = min_lo / bs / kScoreBatch * kScoreBatch; b0 < n_ctx_blocks; b0 += kScoreBatch) {
+  for (size_t b0 = ext.min_lo / bs / kScoreBatch * kScoreBatch; b0 < n_ctx_blocks;
+       b0 += kScoreBatch) {
     const size_t n_blocks = min_of(kScoreBatch, n_ctx_blocks - b0);
-    // Rows query i sees in block g (0 past its context or before its window; rows before the
-    // window inside a block are scored, then given weight 0).
-    size_t lens[kAttentionTile][kScoreBatch];
+    size_t lens[kAttentionTile][kScoreBatch];  // rows query i sees in block g
     const float* vt[kScoreBatch];
     for (size_t g = 0; g < n_blocks; ++g) {
       const size_t start = (b0 + g) * bs;
       bool used = false;
       for (size_t i = 0; i < n_q; ++i) {
-        const size_t n = static_cast<size_t>(n_ctx[i]);
-        lens[i][g] = (start < n && lo[i] < start + bs) ? min_of(bs, n - start) : 0;
+        lens[i][g] = ext.rows(n_ctx, i, start, bs);
         used = used || lens[i][g] > 0;
       }
       // Blocks no query sees are never read (before every window they may be released).
@@ -902,17 +963,11 @@ void attend_narrow(const float* const* q, size_t n_q, const KvLayerView& kv, siz
       const size_t at = (static_cast<size_t>(block_table[b0 + g]) * kv.kv_dim + kv_offset) * bs;
       const float* kt = load_floats(kv, kv.k, at, head_dim * bs, kbuf + g * head_dim * bs);
       vt[g] = load_floats(kv, kv.v, at, head_dim * bs, vbuf + g * head_dim * bs);
-      for (size_t j0 = 0; j0 < bs; j0 += 16) {
-        for (size_t i = 0; i < n_q; ++i) {
-          if (lens[i][g] <= j0) continue;
-          jobs[n_jobs++] = {q[i], kt + j0, min_of<size_t>(16, lens[i][g] - j0),
-                            score + (g * n_q + i) * srow + j0};
-          if (!share_k && n_jobs == kScoreBatch) flush(false);
-        }
-        if (share_k) flush(true);
-      }
+      scores.add_block(
+          q, n_q, kt, bs, [&](size_t i) { return lens[i][g]; },
+          [&](size_t i) { return score + (g * n_q + i) * srow; });
     }
-    flush(false);
+    scores.flush(false);
     // Each query's new maximum over the unit, then all corrections exp(m - m_new) at once.
     float m_new[kAttentionTile], delta[kAttentionTile] = {}, correction[kAttentionTile];
     bool moved = false, any[kAttentionTile];
@@ -923,20 +978,14 @@ void attend_narrow(const float* const* q, size_t n_q, const KvLayerView& kv, siz
       for (size_t g = 0; g < n_blocks; ++g) {
         if (lens[i][g] == 0) continue;
         any[i] = true;
-        const size_t start = (b0 + g) * bs;
-        if (mods.softcap > 0.0f) softcap_scores(sc + g * rs, lens[i][g], mods.softcap);
-        for (size_t j = start; j < lo[i]; ++j) sc[g * rs + j - start] = -INFINITY;
+        cap_and_mask(sc + g * rs, lens[i][g], (b0 + g) * bs, lo[i], mods.softcap);
       }
       if (!any[i]) continue;
       m_new[i] = max_lane(m[i], unit_max(sc, rs, lens[i], n_blocks));
       delta[i] = m[i] - m_new[i];
       moved = moved || delta[i] != 0.0f;
     }
-    if (moved) {
-      exp_lanes(delta, kAttentionTile, correction);
-    } else {
-      for (size_t i = 0; i < n_q; ++i) correction[i] = 1.0f;
-    }
+    corrections(delta, moved, n_q, correction);
     for (size_t i = 0; i < n_q; ++i) {
       if (!any[i]) continue;
       const float c = correction[i];
@@ -998,9 +1047,8 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
                          mods);
   }
   const size_t bs = kv.block_size;
-  // Scores run kScoreBatch chains at a time. A tile of at least that many queries shares each
-  // block's K loads; fewer queries score a group of blocks together instead, each job loading
-  // its own keys.
+  // Scores run kScoreBatch chains at a time (ScoreQueue): fewer queries than that score a
+  // group of blocks together.
   const bool share_k = n_q >= kScoreBatch;
   const size_t group = share_k ? 1 : kScoreBatch / n_q;
   // The queries and outputs are worked on in rows next to each other too (see v_rows), from
@@ -1016,15 +1064,9 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
   float* kbuf = pbuf + kAttentionTile * srow;      // group x head_dim x bs: F16 K as floats
   const float* qi[kAttentionTile];
   float* oi[kAttentionTile];
-  size_t max_ctx = 0;
-  // With a sliding window query i sees positions [lo[i], n_ctx[i]); the blocks before the
-  // earliest lo are never read (the KV manager may have released them: table entry -1).
-  size_t lo[kAttentionTile], min_lo = SIZE_MAX;
-  for (size_t i = 0; i < n_q; ++i) {
-    const size_t n = static_cast<size_t>(n_ctx[i]), w = static_cast<size_t>(mods.window);
-    lo[i] = (w > 0 && n > w) ? n - w : 0;
-    min_lo = min_of(min_lo, lo[i]);
-  }
+  const TileExtent ext(n_ctx, n_q, mods.window);
+  const size_t* lo = ext.lo;
+  const size_t max_ctx = ext.max_ctx;
   for (size_t i = 0; i < n_q; ++i) {
     copy_floats(q[i], head_dim, qbuf + i * head_dim);
     qi[i] = qbuf + i * head_dim;
@@ -1032,20 +1074,12 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
     for (size_t d = 0; d < head_dim; ++d) oi[i][d] = 0.0f;
     m[i] = -INFINITY;
     l[i] = 0.0f;
-    max_ctx = max_of(max_ctx, static_cast<size_t>(n_ctx[i]));
   }
-  ScoreJob jobs[kAttentionTile];
-  size_t n_jobs = 0;
-  auto flush = [&](bool shared) {
-    run_scores(jobs, n_jobs, shared, bs, head_dim, scale);
-    n_jobs = 0;
-  };
+  ScoreQueue scores{{}, 0, share_k, bs, head_dim, scale};
   // One group of blocks per pass (b counts blocks, start their first positions): all their
   // scores first, then each block's softmax and V in order.
-  for (size_t b = min_lo / bs, start = b * bs; start < max_ctx;) {
-    // The group's blocks: where they are, how many rows, and the rows query i sees in each
-    // (0 once past its context or before its window; rows before the window inside a block
-    // are scored and then masked out, see below).
+  for (size_t b = ext.min_lo / bs, start = b * bs; start < max_ctx;) {
+    // The group's blocks: where they are, how many rows, and the rows query i sees in each.
     size_t slot0[kScoreBatch], block_len[kScoreBatch], block_start[kScoreBatch];
     size_t lens[kScoreBatch][kAttentionTile];
     size_t n_blocks = 0;
@@ -1054,34 +1088,19 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
       slot0[g] = static_cast<size_t>(block_table[b]) * bs;
       block_len[g] = min_of(bs, max_ctx - start);
       block_start[g] = start;
-      for (size_t i = 0; i < n_q; ++i) {
-        const size_t n = static_cast<size_t>(n_ctx[i]);
-        lens[g][i] = (start < n && lo[i] < start + bs) ? min_of(bs, n - start) : 0;
-      }
-      // Scores 16 keys at a time.
+      for (size_t i = 0; i < n_q; ++i) lens[g][i] = ext.rows(n_ctx, i, start, bs);
       const float* kt = k_block(kv, static_cast<size_t>(block_table[b]), kv_offset, head_dim,
                                 kbuf + g * head_dim * bs);
-      for (size_t j0 = 0; j0 < block_len[g]; j0 += 16) {
-        for (size_t i = 0; i < n_q; ++i) {
-          if (lens[g][i] <= j0) continue;
-          jobs[n_jobs++] = {qi[i], kt + j0, min_of<size_t>(16, lens[g][i] - j0),
-                            score + (g * n_q + i) * srow + j0};
-          if (!share_k && n_jobs == kScoreBatch) flush(false);
-        }
-        if (share_k) flush(true);
-      }
+      scores.add_block(
+          qi, n_q, kt, block_len[g], [&](size_t i) { return lens[g][i]; },
+          [&](size_t i) { return score + (g * n_q + i) * srow; });
     }
-    flush(false);
+    scores.flush(false);
     for (size_t g = 0; g < n_blocks; ++g) {
       const size_t* len = lens[g];
       float* sc = score + g * n_q * srow;
-      // Soft-capping, then the rows before the window get weight exp(-inf) = 0: the same
-      // operations for a query in any tile, as it sees the same blocks in the same order.
       for (size_t i = 0; i < n_q; ++i) {
-        if (len[i] == 0) continue;
-        if (mods.softcap > 0.0f) softcap_scores(sc + i * srow, len[i], mods.softcap);
-        for (size_t j = block_start[g]; j < lo[i]; ++j)
-          sc[i * srow + j - block_start[g]] = -INFINITY;
+        if (len[i] > 0) cap_and_mask(sc + i * srow, len[i], block_start[g], lo[i], mods.softcap);
       }
       // New maxima, then all the queries' corrections exp(m - m_new) in one vector (exp(-inf)
       // = 0 on the first block); queries past their context keep m with a correction of 1.
@@ -1099,13 +1118,7 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
         delta[i] = m[i] - m_new[i];
         moved = moved || delta[i] != 0.0f;
       }
-      // Once the maxima settle most blocks move none, and exp(0) is exactly 1: no exp then (and
-      // no wait on the deltas' stores, which a vector load of them would stall on).
-      if (moved) {
-        exp_lanes(delta, kAttentionTile, correction);
-      } else {
-        for (size_t i = 0; i < n_q; ++i) correction[i] = 1.0f;
-      }
+      corrections(delta, moved, n_q, correction);
       // Weights and their sum (16 at a time, each 16 summed by the fixed tree), then the
       // block's V rows once and each query's weighted sum over them, position by position as in
       // the single-query order; four queries at a time share the V loads.
