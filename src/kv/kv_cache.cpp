@@ -67,11 +67,11 @@ void KvCache::write(size_t layer, size_t slot, const float* k, const float* v) {
     float* kf = reinterpret_cast<float*>(k_[layer].get()) + k0;
     float* vf = reinterpret_cast<float*>(v_[layer].get()) + v0;
     for (size_t i = 0; i < kv_dim_; ++i) kf[i * block_size_] = k[i];
-    if (!v_transposed_) {
+    if (v_transposed_) {
+      for (size_t i = 0; i < kv_dim_; ++i) vf[i * v_step] = v[i];
+    } else {
       std::memcpy(vf, v, kv_dim_ * sizeof(float));
-      return;
     }
-    for (size_t i = 0; i < kv_dim_; ++i) vf[i * v_step] = v[i];
     return;
   }
   uint16_t* kh = reinterpret_cast<uint16_t*>(k_[layer].get()) + k0;
