@@ -113,8 +113,9 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
           const __m512i mv = _mm512_cvtepu8_epi16(
               _mm256_load_si256(reinterpret_cast<const __m256i*>(blk[c] + W::kMinOff + 32 * i)));
           for (int r = 0; r < R; ++r) {
-            const __m512i t = _mm512_madd_epi16(mv, xp[r]);
-            summ[r][c] = i == 0 ? t : _mm512_add_epi32(summ[r][c], t);
+            // vpdpwssd: the multiply and the add in one instruction (the same exact integers).
+            summ[r][c] =
+                i == 0 ? _mm512_madd_epi16(mv, xp[r]) : _mm512_dpwssd_epi32(summ[r][c], mv, xp[r]);
           }
         }
       }
