@@ -22,18 +22,30 @@ struct KArgs {
 };
 
 // Offsets within one panel block: the codes' high-bit plane (0: none), the sub-block scales,
-// Q4_K/Q5_K's mins in int16-pair order (0: no min term).
-template <GgmlType T, size_t Subs, size_t HighOff, size_t ScOff, size_t MinOff>
+// Q4_K/Q5_K's mins in int16-pair order (0: no min term), the codes. Inline: the block starts
+// with its f16 d (and dmin), which split layouts keep in a stream after all blocks (panel.h).
+template <GgmlType T, size_t Subs, size_t HighOff, size_t ScOff, size_t MinOff, size_t CodeOff = 0,
+          bool Inline = false>
 struct KPanelLayout {
   static constexpr GgmlType kType = T;
   static constexpr size_t kSubs = Subs, kHighOff = HighOff, kScOff = ScOff, kMinOff = MinOff;
-  static constexpr size_t kBlockBytes = k_panel_block_bytes(T);
+  static constexpr size_t kCodeOff = CodeOff;
+  static constexpr bool kInline = Inline;
+  static constexpr size_t kBlockBytes = k_panel_block_bytes(T, Inline);
   static constexpr size_t kScaleBytes = k_panel_scale_bytes(T);
+  // From one block's d (and dmin) to the next one's.
+  static constexpr size_t kScaleStride = Inline ? kBlockBytes : kScaleBytes;
   static constexpr bool kHasMin = MinOff != 0;
+  // A panel's first d (and dmin), nb blocks from pw on.
+  static const uint8_t* scales(const uint8_t* pw, size_t nb) {
+    return Inline ? pw : pw + nb * kBlockBytes;
+  }
 };
 using KPanelQ4K = KPanelLayout<GgmlType::Q4_K, 8, 0, 2048, 2176>;
 using KPanelQ5K = KPanelLayout<GgmlType::Q5_K, 8, 2048, 2560, 2688>;
 using KPanelQ6K = KPanelLayout<GgmlType::Q6_K, 16, 2048, 3072, 0>;
+// Q4_K's streamed layout (PanelMatrix::k_stream): d, dmin, scales, mins, then the codes.
+using KPanelQ4KStream = KPanelLayout<GgmlType::Q4_K, 8, 0, 64, 192, 320, true>;
 
 inline constexpr size_t kQ8KQsOff = offsetof(BlockQ8_K, qs);
 inline constexpr size_t kQ8KBsumsOff = offsetof(BlockQ8_K, bsums);

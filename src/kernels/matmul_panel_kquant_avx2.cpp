@@ -82,6 +82,7 @@ inline void store_lanes(const KArgs& a, size_t o, size_t r, __m256 v) {
 // Per format (matmul_panel_kquant.h's layouts): sub-block k's sc_k * dot_k goes into sumi for
 // each row and half, H halves from h0 (the whole panel, H = 2, or one half).
 using Q4K = KPanelQ4K;
+using Q4KStream = KPanelQ4KStream;
 using Q5K = KPanelQ5K;
 using Q6K = KPanelQ6K;
 
@@ -100,7 +101,7 @@ inline void affine_sub_block(const uint8_t* blk, const uint8_t* const* xb, size_
   auto quads = [&]<int V>() {
     __m256i lo[H], hi[H];
     for (int h = 0; h < H; ++h) {
-      const __m256i raw = load(blk + (4 * k + V) * 64 + 32 * (h0 + h));
+      const __m256i raw = load(blk + W::kCodeOff + (4 * k + V) * 64 + 32 * (h0 + h));
       lo[h] = _mm256_and_si256(raw, m4);
       hi[h] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
       if constexpr (kQ5) {
@@ -197,9 +198,9 @@ inline void q6_bias(const uint8_t* blk, const uint8_t* const* xb, int h0, __m256
 // Outputs of panel p, halves h0..h0+H-1, for activation rows r0..r0+R-1.
 template <class W, int R, int H>
 void k_tile(const KArgs& a, size_t p, int h0, size_t r0) {
-  constexpr size_t kBlockBytes = W::kBlockBytes, kScaleBytes = W::kScaleBytes;
+  constexpr size_t kBlockBytes = W::kBlockBytes;
   const uint8_t* pw = panel_at(a.w, p);
-  const uint8_t* ps = pw + a.nb * kBlockBytes;
+  const uint8_t* ps = W::scales(pw, a.nb);
   const uint8_t* xr[R];
   for (int r = 0; r < R; ++r) xr[r] = a.act + (r0 + static_cast<size_t>(r)) * a.act_stride;
   __m256 acc[R][H];
@@ -214,10 +215,10 @@ void k_tile(const KArgs& a, size_t p, int h0, size_t r0) {
       dx[r] = _mm256_set1_ps(q8k_d(xb[r]));
     }
     const uint8_t* blk = pw + b * kBlockBytes;
-    const uint8_t* scales = ps + b * kScaleBytes;
+    const uint8_t* scales = ps + b * W::kScaleStride;
     if constexpr (R < 4) {  // decode tiles stream the panel once; prefill tiles meet it cached
       prefetch_span(blk, kBlockBytes);
-      _mm_prefetch(reinterpret_cast<const char*>(scales + 8 * kScaleBytes), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(scales + 8 * W::kScaleStride), _MM_HINT_T0);
     }
     if constexpr (W::kHasMin) {
       // The min term: per lane sum_k m_k * xsum_k, two sub-blocks per vpmaddwd.
@@ -313,7 +314,10 @@ void matmul_k_panels_avx2(const PanelView& w, const uint8_t* act, size_t act_str
   const KArgs a{w, act, act_stride, w.n_in / kKBlock, y, ldy, o_end};
   const size_t p_begin = o_begin / kPanelRows;
   const size_t p_end = (o_end + kPanelRows - 1) / kPanelRows;
-  if (w.type == GgmlType::Q4_K) return k_loop<Q4K>(a, p_begin, p_end, n_rows);
+  if (w.type == GgmlType::Q4_K) {
+    return w.k_stream ? k_loop<Q4KStream>(a, p_begin, p_end, n_rows)
+                      : k_loop<Q4K>(a, p_begin, p_end, n_rows);
+  }
   if (w.type == GgmlType::Q5_K) return k_loop<Q5K>(a, p_begin, p_end, n_rows);
   if (w.type == GgmlType::Q6_K) return k_loop<Q6K>(a, p_begin, p_end, n_rows);
 }

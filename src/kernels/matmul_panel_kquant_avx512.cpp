@@ -61,6 +61,9 @@ struct Q5K : KPanelQ5K {
 struct Q6K : KPanelQ6K {
   static constexpr int kWideR = 8;
 };
+struct Q4KStream : KPanelQ4KStream {
+  static constexpr int kWideR = 4;
+};
 template <class W>
 struct Layout : W {
   static constexpr size_t kSubBytes = W::kBlockBytes / W::kSubs;  // for prefetching only
@@ -72,9 +75,13 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
   const uint8_t* ps[C];
   for (int c = 0; c < C; ++c) {
     pw[c] = panel_at(a.w, p0 + static_cast<size_t>(c));
-    ps[c] = pw[c] + a.nb * W::kBlockBytes;
+    ps[c] = W::scales(pw[c], a.nb);
   }
   const size_t next_tile = C * a.w.panel_bytes;
+  // Decode tiles (k_loop) of split panels ask for the lines ahead; a streamed panel is read in
+  // ascending order, which the hardware prefetchers follow (panel.h). Prefill tiles meet
+  // panels a row block's first tile already brought in.
+  constexpr bool kPrefetch = R < 4 && !W::kInline;
   const uint8_t* xr[R];
   for (int r = 0; r < R; ++r) xr[r] = a.act + (r0 + static_cast<size_t>(r)) * a.act_stride;
   const __m512i m4 = _mm512_set1_epi8(0x0F);
@@ -91,7 +98,7 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
     }
     const uint8_t* blk[C];
     for (int c = 0; c < C; ++c) blk[c] = pw[c] + b * W::kBlockBytes;
-    if constexpr (R < 4) {  // decode tiles (k_loop); prefill tiles meet cached panels
+    if constexpr (kPrefetch) {
       for (int c = 0; c < C; ++c) {
         _mm_prefetch(reinterpret_cast<const char*>(stream_ahead(ps[c], (b + 8) * W::kScaleBytes,
                                                                 a.nb * W::kScaleBytes, next_tile)),
@@ -120,7 +127,7 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
         }
       }
       for (int c = 0; c < C; ++c) {
-        const __m512 dmin = half16(ps[c] + b * W::kScaleBytes + 32);
+        const __m512 dmin = half16(ps[c] + b * W::kScaleStride + 32);
         for (int r = 0; r < R; ++r) {
           acc[r][c] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(summ[r][c]), _mm512_mul_ps(dmin, dx[r]),
                                        acc[r][c]);
@@ -129,7 +136,7 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
     }
     __m512i sumi[R][C];
     for (size_t k = 0; k < W::kSubs; ++k) {
-      if constexpr (R < 4) {
+      if constexpr (kPrefetch) {
         for (int c = 0; c < C; ++c) {
           prefetch_stream_l2(pw[c], b * W::kBlockBytes + k * W::kSubBytes + kAhead, W::kSubBytes,
                              a.nb * W::kBlockBytes, next_tile);
@@ -143,7 +150,7 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
         for (size_t v = 0; v < 4; ++v) {
           __m512i lo[C], hi[C];
           for (int c = 0; c < C; ++c) {
-            const __m512i raw = _mm512_load_si512(blk[c] + (4 * k + v) * 64);
+            const __m512i raw = _mm512_load_si512(blk[c] + W::kCodeOff + (4 * k + v) * 64);
             lo[c] = _mm512_and_si512(raw, m4);
             hi[c] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
             if constexpr (W::kHighOff != 0) {
@@ -212,7 +219,7 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
       }
     }
     for (int c = 0; c < C; ++c) {
-      const __m512 d = half16(ps[c] + b * W::kScaleBytes);
+      const __m512 d = half16(ps[c] + b * W::kScaleStride);
       for (int r = 0; r < R; ++r) {
         acc[r][c] =
             _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[r][c]), _mm512_mul_ps(d, dx[r]), acc[r][c]);
@@ -254,7 +261,9 @@ void k_loop(const KArgs& a, size_t p_begin, size_t p_end, size_t n_rows) {
     const size_t re = min_of(n_rows, rb + kRowBlock);
     size_t p = p_begin;
     if (re - rb < 4) {
-      for (; p + 4 <= p_end; p += 4) k_rows<W, 4, 3>(a, p, rb, re);
+      // Streamed panels one at a time: one ascending stream (panel.h).
+      constexpr int kDecodeC = W::kInline ? 1 : 4;
+      for (; p + kDecodeC <= p_end; p += kDecodeC) k_rows<W, kDecodeC, 3>(a, p, rb, re);
     } else {
       for (; p + 2 <= p_end; p += 2) k_rows<W, 2, W::kWideR>(a, p, rb, re);
     }
@@ -269,7 +278,10 @@ void matmul_k_panels_avx512(const PanelView& w, const uint8_t* act, size_t act_s
   const KArgs a{w, act, act_stride, w.n_in / kKBlock, y, ldy, o_end};
   const size_t p_begin = o_begin / kPanelRows;
   const size_t p_end = (o_end + kPanelRows - 1) / kPanelRows;
-  if (w.type == GgmlType::Q4_K) return k_loop<Layout<Q4K>>(a, p_begin, p_end, n_rows);
+  if (w.type == GgmlType::Q4_K) {
+    return w.k_stream ? k_loop<Layout<Q4KStream>>(a, p_begin, p_end, n_rows)
+                      : k_loop<Layout<Q4K>>(a, p_begin, p_end, n_rows);
+  }
   if (w.type == GgmlType::Q5_K) return k_loop<Layout<Q5K>>(a, p_begin, p_end, n_rows);
   if (w.type == GgmlType::Q6_K) return k_loop<Layout<Q6K>>(a, p_begin, p_end, n_rows);
 }

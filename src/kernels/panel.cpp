@@ -32,8 +32,9 @@ bool packable(GgmlType t) {
          is_k_panel(t);
 }
 
-size_t panel_bytes_for(GgmlType t, size_t n_in) {
+size_t panel_bytes_for(GgmlType t, size_t n_in, bool k_stream) {
   if (t == GgmlType::F16 || t == GgmlType::BF16) return round_up(n_in * 2 * kPanelRows, 64);
+  if (k_stream) return n_in / kKBlock * k_panel_block_bytes(t, true);
   if (is_k_panel(t)) {
     return round_up(n_in / kKBlock * (k_panel_block_bytes(t) + k_panel_scale_bytes(t)), 64);
   }
@@ -43,8 +44,9 @@ size_t panel_bytes_for(GgmlType t, size_t n_in) {
 // Where element i of panel row `lane` lives, for the float layouts.
 size_t float_offset(size_t i, size_t lane) { return (i * kPanelRows + lane) * 2; }
 
-void pack_row(GgmlType t, const uint8_t* src, size_t n_in, size_t lane, uint8_t* panel) {
-  if (is_k_panel(t)) return detail::pack_k_row(t, src, n_in, lane, panel);
+void pack_row(GgmlType t, bool k_stream, const uint8_t* src, size_t n_in, size_t lane,
+              uint8_t* panel) {
+  if (is_k_panel(t)) return detail::pack_k_row(t, k_stream, src, n_in, lane, panel);
   const size_t nb = n_in / kQBlock;
   switch (t) {
     case GgmlType::F16:
@@ -141,7 +143,8 @@ bool panel_supported(GgmlType type) {
   return packable(type) && active_isa() >= Isa::avx512;
 }
 
-PanelMatrix pack_panels(GgmlType type, const void* w, size_t row_bytes, size_t n_in, size_t n_out) {
+PanelMatrix pack_panels(GgmlType type, const void* w, size_t row_bytes, size_t n_in, size_t n_out,
+                        KLayout layout) {
   if (!packable(type)) fail("type has no panel layout");
   if (n_in == 0 || n_out == 0) fail("empty matrix");
   if (is_quantized(type) && n_in % kQBlock != 0)
@@ -153,7 +156,9 @@ PanelMatrix pack_panels(GgmlType type, const void* w, size_t row_bytes, size_t n
   m.type = type;
   m.n_in = n_in;
   m.n_out = n_out;
-  m.panel_bytes = panel_bytes_for(type, n_in);
+  m.k_stream = type == GgmlType::Q4_K && (layout == KLayout::automatic ? active_isa() != Isa::amx
+                                                                       : layout == KLayout::stream);
+  m.panel_bytes = panel_bytes_for(type, n_in, m.k_stream);
   const size_t total = m.bytes();
   m.data.reset(static_cast<uint8_t*>(alloc_streamed(total)));
   std::memset(m.data.get(), 0, total);
@@ -163,7 +168,7 @@ PanelMatrix pack_panels(GgmlType type, const void* w, size_t row_bytes, size_t n
   for (size_t p = 0; p < m.n_panels(); ++p) {
     for (size_t lane = 0; lane < kPanelRows; ++lane) {
       const size_t o = p * kPanelRows + lane;
-      pack_row(type, o < n_out ? src + o * row_bytes : zero.get(), n_in, lane,
+      pack_row(type, m.k_stream, o < n_out ? src + o * row_bytes : zero.get(), n_in, lane,
                m.data.get() + p * m.panel_bytes);
     }
   }
@@ -198,7 +203,7 @@ void matmul_panels(const PanelMatrix& w, const void* act, size_t act_stride,
   if (n_rows == 0 || o_begin == o_end) return;
   if (is_k_panel(w.type)) {
     // Whole tiles of 16 prompt rows on AMX: the same integers, so the same bits as AVX-512.
-    if (active_isa() == Isa::amx && n_rows >= 16) {
+    if (active_isa() == Isa::amx && n_rows >= 16 && !w.k_stream) {
       return detail::matmul_k_panels_amx(detail::panel_view(w), static_cast<const uint8_t*>(act),
                                          act_stride, n_rows, y, ldy, o_begin, o_end);
     }
@@ -239,7 +244,7 @@ void matmul_panels_amx(const PanelMatrix& w, const void* act, size_t n_rows, flo
 namespace detail {
 
 PanelView panel_view(const PanelMatrix& w) {
-  return {w.type, w.n_in, w.n_out, w.panel_bytes, w.data.get()};
+  return {w.type, w.n_in, w.n_out, w.panel_bytes, w.k_stream, w.data.get()};
 }
 
 uint8_t* amx_thread_scratch(size_t bytes) {

@@ -220,7 +220,7 @@ void saturate(PanelProblem& p) {
 
 // Every K panel kernel (AVX2, AVX-512; AMX is held to AVX-512 below) gives each output exactly
 // k_panel_dot's float steps on the stored row: decode and prefill tiles, a partial last panel
-// and half-panel, leftover rows, codes and scales at their extremes.
+// and half-panel, leftover rows, codes and scales at their extremes, both Q4_K layouts.
 TEST(KernelPanel, KQuantEqualsScalarPanelStepsBitwise) {
   IsaGuard guard;
   std::mt19937 rng(17);
@@ -233,15 +233,22 @@ TEST(KernelPanel, KQuantEqualsScalarPanelStepsBitwise) {
         for (size_t n_out : {7u, 16u, 29u, 48u}) {
           PanelProblem prob(t, n_in, n_out, 11, rng);
           if (n_out == 48) saturate(prob);
-          for (size_t nr : {1u, 2u, 3u, 4u, 11u}) {
-            const auto got = prob.run(0, nr, 0, n_out);
-            for (size_t r = 0; r < nr; ++r) {
-              for (size_t o = 0; o < n_out; ++o) {
-                const float want =
-                    k_panel_dot(t, prob.w.data() + o * prob.w_row_bytes, prob.row(r), n_in);
-                ASSERT_TRUE(testing::same_bits(&got[r * n_out + o], &want, 1))
-                    << isa_name(isa) << " " << prob.label() << " rows " << nr << " row " << r
-                    << " output " << o << ": " << got[r * n_out + o] << " vs " << want;
+          for (const bool stream : {false, true}) {
+            if (stream && t != GgmlType::Q4_K) continue;
+            prob.pm = pack_panels(t, prob.w.data(), prob.w_row_bytes, n_in, n_out,
+                                  stream ? KLayout::stream : KLayout::split);
+            ASSERT_EQ(prob.pm.k_stream, stream);
+            for (size_t nr : {1u, 2u, 3u, 4u, 11u}) {
+              const auto got = prob.run(0, nr, 0, n_out);
+              for (size_t r = 0; r < nr; ++r) {
+                for (size_t o = 0; o < n_out; ++o) {
+                  const float want =
+                      k_panel_dot(t, prob.w.data() + o * prob.w_row_bytes, prob.row(r), n_in);
+                  ASSERT_TRUE(testing::same_bits(&got[r * n_out + o], &want, 1))
+                      << isa_name(isa) << " " << prob.label() << (stream ? " streamed" : "")
+                      << " rows " << nr << " row " << r << " output " << o << ": "
+                      << got[r * n_out + o] << " vs " << want;
+                }
               }
             }
           }
@@ -268,6 +275,17 @@ TEST(KernelPanel, KQuantAmxEqualsAvx512Bitwise) {
         const auto got = prob.run(0, nr, 0, prob.n_out);
         EXPECT_TRUE(testing::same_bits(got.data(), want.data(), want.size()))
             << prob.label() << " rows " << nr;
+      }
+      // A streamed Q4_K matrix (packed for AVX-512) runs on AVX-512 under AMX too.
+      if (t == GgmlType::Q4_K) {
+        set_isa(Isa::avx512);
+        const auto want = prob.run(0, n_rows, 0, prob.n_out);
+        prob.pm =
+            pack_panels(t, prob.w.data(), prob.w_row_bytes, n_in, prob.n_out, KLayout::stream);
+        set_isa(Isa::amx);
+        const auto got = prob.run(0, n_rows, 0, prob.n_out);
+        EXPECT_TRUE(testing::same_bits(got.data(), want.data(), want.size()))
+            << prob.label() << " streamed";
       }
     }
   }
