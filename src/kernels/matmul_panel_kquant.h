@@ -21,15 +21,16 @@ struct KArgs {
   size_t o_end;
 };
 
-// Offsets within one panel block: the codes' high-bit plane (0: none), the sub-block scales,
-// Q4_K/Q5_K's mins in int16-pair order (0: no min term), the codes. Inline: the block starts
-// with its f16 d (and dmin), which split layouts keep in a stream after all blocks (panel.h).
+// Offsets within one panel block: the codes' high bits (0: none), the sub-block scales,
+// Q4_K/Q5_K's mins in int16-pair order (0: no min term), the codes; sub-block k's codes at
+// kCodeOff + k * kCodeStride, its high bits at kHighOff + k * kHighStride. Inline: the block
+// starts with its f16 d (and dmin), which split layouts keep in a stream after all blocks.
 template <GgmlType T, size_t Subs, size_t HighOff, size_t ScOff, size_t MinOff, size_t CodeOff = 0,
-          bool Inline = false>
+          bool Inline = false, size_t CodeStride = 2048 / Subs, size_t HighStride = 64>
 struct KPanelLayout {
   static constexpr GgmlType kType = T;
   static constexpr size_t kSubs = Subs, kHighOff = HighOff, kScOff = ScOff, kMinOff = MinOff;
-  static constexpr size_t kCodeOff = CodeOff;
+  static constexpr size_t kCodeOff = CodeOff, kCodeStride = CodeStride, kHighStride = HighStride;
   static constexpr bool kInline = Inline;
   static constexpr size_t kBlockBytes = k_panel_block_bytes(T, Inline);
   static constexpr size_t kScaleBytes = k_panel_scale_bytes(T);
@@ -44,8 +45,11 @@ struct KPanelLayout {
 using KPanelQ4K = KPanelLayout<GgmlType::Q4_K, 8, 0, 2048, 2176>;
 using KPanelQ5K = KPanelLayout<GgmlType::Q5_K, 8, 2048, 2560, 2688>;
 using KPanelQ6K = KPanelLayout<GgmlType::Q6_K, 16, 2048, 3072, 0>;
-// Q4_K's streamed layout (PanelMatrix::k_stream): d, dmin, scales, mins, then the codes.
+// The streamed layouts (PanelMatrix::k_stream). Q4_K: d, dmin, scales, mins, then the codes.
+// Q6_K: d, 32 bytes of padding, scales, then per sub-block its two nibble vectors and its high
+// bits.
 using KPanelQ4KStream = KPanelLayout<GgmlType::Q4_K, 8, 0, 64, 192, 320, true>;
+using KPanelQ6KStream = KPanelLayout<GgmlType::Q6_K, 16, 448, 64, 0, 320, true, 192, 192>;
 
 inline constexpr size_t kQ8KQsOff = offsetof(BlockQ8_K, qs);
 inline constexpr size_t kQ8KBsumsOff = offsetof(BlockQ8_K, bsums);

@@ -83,6 +83,7 @@ inline void store_lanes(const KArgs& a, size_t o, size_t r, __m256 v) {
 // each row and half, H halves from h0 (the whole panel, H = 2, or one half).
 using Q4K = KPanelQ4K;
 using Q4KStream = KPanelQ4KStream;
+using Q6KStream = KPanelQ6KStream;
 using Q5K = KPanelQ5K;
 using Q6K = KPanelQ6K;
 
@@ -101,11 +102,11 @@ inline void affine_sub_block(const uint8_t* blk, const uint8_t* const* xb, size_
   auto quads = [&]<int V>() {
     __m256i lo[H], hi[H];
     for (int h = 0; h < H; ++h) {
-      const __m256i raw = load(blk + W::kCodeOff + (4 * k + V) * 64 + 32 * (h0 + h));
+      const __m256i raw = load(blk + W::kCodeOff + k * W::kCodeStride + V * 64 + 32 * (h0 + h));
       lo[h] = _mm256_and_si256(raw, m4);
       hi[h] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
       if constexpr (kQ5) {
-        const __m256i hv = load(blk + W::kHighOff + k * 64 + 32 * (h0 + h));
+        const __m256i hv = load(blk + W::kHighOff + k * W::kHighStride + 32 * (h0 + h));
         const __m256i m16 = _mm256_set1_epi8(0x10);
         lo[h] = _mm256_or_si256(lo[h], _mm256_and_si256(shift16<4 - V>(hv), m16));
         hi[h] = _mm256_or_si256(hi[h], _mm256_and_si256(shift16<-V>(hv), m16));
@@ -136,19 +137,20 @@ inline void affine_sub_block(const uint8_t* blk, const uint8_t* const* xb, size_
 
 // Q6_K sub-block k (16 elements): vector 2k holds quads 0 and 1 in its low and high nibbles,
 // 2k + 1 quads 2 and 3; the plane at kHighOff the two top bits, quad j in bits 2j..2j+1.
-template <int R, int H>
+template <class W, int R, int H>
 inline void q6_sub_block(const uint8_t* blk, const uint8_t* const* xb, size_t k, int h0,
                          __m256i (&sumi)[R][H]) {
   const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
   __m256i hv[H], sc[H];
   for (int h = 0; h < H; ++h) {
-    hv[h] = load(blk + Q6K::kHighOff + k * 64 + 32 * (h0 + h));
-    sc[h] = scale_pairs<true>(blk + Q6K::kScOff + 16 * k, h0 + h);
+    hv[h] = load(blk + W::kHighOff + k * W::kHighStride + 32 * (h0 + h));
+    sc[h] = scale_pairs<true>(blk + W::kScOff + 16 * k, h0 + h);
   }
   for (int half = 0; half < 2; ++half) {  // quads 2*half and 2*half + 1
     __m256i q0[H], q1[H];
     for (int h = 0; h < H; ++h) {
-      const __m256i nv = load(blk + (2 * k + static_cast<size_t>(half)) * 64 + 32 * (h0 + h));
+      const __m256i nv = load(blk + W::kCodeOff + k * W::kCodeStride +
+                              static_cast<size_t>(half) * 64 + 32 * (h0 + h));
       const __m256i hi0 = half == 0 ? _mm256_slli_epi16(hv[h], 4) : hv[h];
       const __m256i hi1 = half == 0 ? _mm256_slli_epi16(hv[h], 2) : _mm256_srli_epi16(hv[h], 2);
       q0[h] = _mm256_or_si256(_mm256_and_si256(nv, m4), _mm256_and_si256(hi0, m2));
@@ -169,12 +171,12 @@ inline void q6_sub_block(const uint8_t* blk, const uint8_t* const* xb, size_t k,
 
 // Q6_K's codes carry +32: per lane and row, 32 * sum_k sc_k * xsum_k comes off sumi. The scales
 // of sub-blocks 2i and 2i + 1 interleaved as int16 pairs meet the Q8_K bsums pair (2i, 2i + 1).
-template <int R, int H>
+template <class W, int R, int H>
 inline void q6_bias(const uint8_t* blk, const uint8_t* const* xb, int h0, __m256i (&sumi)[R][H]) {
   __m256i bias[R][H];
   for (int i = 0; i < 8; ++i) {
-    const __m128i r0 = load128(blk + Q6K::kScOff + 32 * static_cast<size_t>(i));
-    const __m128i r1 = load128(blk + Q6K::kScOff + 32 * static_cast<size_t>(i) + 16);
+    const __m128i r0 = load128(blk + W::kScOff + 32 * static_cast<size_t>(i));
+    const __m128i r1 = load128(blk + W::kScOff + 32 * static_cast<size_t>(i) + 16);
     __m256i pairs[H];
     for (int h = 0; h < H; ++h) {
       pairs[h] =
@@ -256,10 +258,10 @@ void k_tile(const KArgs& a, size_t p, int h0, size_t r0) {
       if constexpr (W::kHasMin) {
         affine_sub_block<W, R, H>(blk, xb, k, h0, sumi);
       } else {
-        q6_sub_block<R, H>(blk, xb, k, h0, sumi);
+        q6_sub_block<W, R, H>(blk, xb, k, h0, sumi);
       }
     }
-    if constexpr (!W::kHasMin) q6_bias<R, H>(blk, xb, h0, sumi);
+    if constexpr (!W::kHasMin) q6_bias<W, R, H>(blk, xb, h0, sumi);
     for (int h = 0; h < H; ++h) {
       const __m256 d = half8(scales, h0 + h);
       for (int r = 0; r < R; ++r) {
@@ -319,7 +321,10 @@ void matmul_k_panels_avx2(const PanelView& w, const uint8_t* act, size_t act_str
                       : k_loop<Q4K>(a, p_begin, p_end, n_rows);
   }
   if (w.type == GgmlType::Q5_K) return k_loop<Q5K>(a, p_begin, p_end, n_rows);
-  if (w.type == GgmlType::Q6_K) return k_loop<Q6K>(a, p_begin, p_end, n_rows);
+  if (w.type == GgmlType::Q6_K) {
+    return w.k_stream ? k_loop<Q6KStream>(a, p_begin, p_end, n_rows)
+                      : k_loop<Q6K>(a, p_begin, p_end, n_rows);
+  }
 }
 
 }  // namespace lift::kernels::detail

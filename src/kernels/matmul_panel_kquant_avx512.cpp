@@ -64,6 +64,9 @@ struct Q6K : KPanelQ6K {
 struct Q4KStream : KPanelQ4KStream {
   static constexpr int kWideR = 4;
 };
+struct Q6KStream : KPanelQ6KStream {
+  static constexpr int kWideR = 8;
+};
 template <class W>
 struct Layout : W {
   static constexpr size_t kSubBytes = W::kBlockBytes / W::kSubs;  // for prefetching only
@@ -150,14 +153,15 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
         for (size_t v = 0; v < 4; ++v) {
           __m512i lo[C], hi[C];
           for (int c = 0; c < C; ++c) {
-            const __m512i raw = _mm512_load_si512(blk[c] + W::kCodeOff + (4 * k + v) * 64);
+            const __m512i raw =
+                _mm512_load_si512(blk[c] + W::kCodeOff + k * W::kCodeStride + v * 64);
             lo[c] = _mm512_and_si512(raw, m4);
             hi[c] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
             if constexpr (W::kHighOff != 0) {
               // Q5_K: bit v of a byte is the 5th bit of quad v (low nibbles), bit v + 4 that
               // of quad v + 4 (high nibbles); moved to bit 4 (16-bit shifts only spill into
               // bits the mask drops).
-              const __m512i hv = _mm512_load_si512(blk[c] + W::kHighOff + k * 64);
+              const __m512i hv = _mm512_load_si512(blk[c] + W::kHighOff + k * W::kHighStride);
               const __m512i m16 = _mm512_set1_epi8(0x10);
               lo[c] = _mm512_or_si512(
                   lo[c],
@@ -184,9 +188,9 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
         for (int j = 0; j < 4; ++j) {
           __m512i q[C];
           for (int c = 0; c < C; ++c) {
-            const __m512i nv =
-                _mm512_load_si512(blk[c] + (2 * k + static_cast<size_t>(j / 2)) * 64);
-            const __m512i hv = _mm512_load_si512(blk[c] + W::kHighOff + k * 64);
+            const __m512i nv = _mm512_load_si512(blk[c] + W::kCodeOff + k * W::kCodeStride +
+                                                 static_cast<size_t>(j / 2) * 64);
+            const __m512i hv = _mm512_load_si512(blk[c] + W::kHighOff + k * W::kHighStride);
             const __m512i low = j % 2 == 0 ? _mm512_and_si512(nv, m4)
                                            : _mm512_and_si512(_mm512_srli_epi16(nv, 4), m4);
             __m512i high;
@@ -283,7 +287,10 @@ void matmul_k_panels_avx512(const PanelView& w, const uint8_t* act, size_t act_s
                       : k_loop<Layout<Q4K>>(a, p_begin, p_end, n_rows);
   }
   if (w.type == GgmlType::Q5_K) return k_loop<Layout<Q5K>>(a, p_begin, p_end, n_rows);
-  if (w.type == GgmlType::Q6_K) return k_loop<Layout<Q6K>>(a, p_begin, p_end, n_rows);
+  if (w.type == GgmlType::Q6_K) {
+    return w.k_stream ? k_loop<Layout<Q6KStream>>(a, p_begin, p_end, n_rows)
+                      : k_loop<Layout<Q6K>>(a, p_begin, p_end, n_rows);
+  }
 }
 
 }  // namespace lift::kernels::detail

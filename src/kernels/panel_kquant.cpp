@@ -52,19 +52,23 @@ void pack_affine(const Block& b, size_t lane, bool stream, uint8_t* blk, uint8_t
   std::memcpy(scales + 32 + 2 * lane, &b.dmin, 2);
 }
 
-void pack_q6_k(const BlockQ6_K& b, size_t lane, uint8_t* blk, uint8_t* scales) {
+// Split: nibbles [16][2 vectors], high bits [16], scales at 3072. Streamed: scales at 64, then
+// per sub-block its 2 nibble vectors and its high bits (192 bytes from 320 on).
+void pack_q6_k(const BlockQ6_K& b, size_t lane, bool stream, uint8_t* blk, uint8_t* scales) {
   KCodes c;
   k_codes(b, c);
   for (size_t k = 0; k < 16; ++k) {
+    uint8_t* nib = stream ? blk + 320 + 192 * k : blk + 128 * k;
+    uint8_t* high = stream ? blk + 320 + 192 * k + 128 : blk + 2048 + 64 * k;
     for (size_t t = 0; t < 4; ++t) {
       uint8_t u[4];  // the unsigned 6-bit code (q + 32) of element 16k + 4j + t, j = 0..3
       for (size_t j = 0; j < 4; ++j) u[j] = static_cast<uint8_t>(c.q[16 * k + 4 * j + t] + 32);
-      at(blk, 2 * k, lane, t) = static_cast<uint8_t>((u[0] & 15) | ((u[1] & 15) << 4));
-      at(blk, 2 * k + 1, lane, t) = static_cast<uint8_t>((u[2] & 15) | ((u[3] & 15) << 4));
-      at(blk + 2048, k, lane, t) = static_cast<uint8_t>((u[0] >> 4) | ((u[1] >> 4) << 2) |
-                                                        ((u[2] >> 4) << 4) | ((u[3] >> 4) << 6));
+      at(nib, 0, lane, t) = static_cast<uint8_t>((u[0] & 15) | ((u[1] & 15) << 4));
+      at(nib, 1, lane, t) = static_cast<uint8_t>((u[2] & 15) | ((u[3] & 15) << 4));
+      at(high, 0, lane, t) = static_cast<uint8_t>((u[0] >> 4) | ((u[1] >> 4) << 2) |
+                                                  ((u[2] >> 4) << 4) | ((u[3] >> 4) << 6));
     }
-    blk[3072 + 16 * k + lane] = static_cast<uint8_t>(c.sc[k]);
+    blk[(stream ? 64 : 3072) + 16 * k + lane] = static_cast<uint8_t>(c.sc[k]);
   }
   std::memcpy(scales + 2 * lane, &b.d, 2);
 }
@@ -93,8 +97,8 @@ float k_panel_dot_blocks(const uint8_t* w, const uint8_t* x, size_t nb) {
 
 void pack_k_row(GgmlType t, bool stream, const uint8_t* src, size_t n_in, size_t lane,
                 uint8_t* panel) {
-  if (stream && t != GgmlType::Q4_K) {
-    throw std::invalid_argument("pack_panels: only Q4_K has a streamed K panel layout");
+  if (stream && t == GgmlType::Q5_K) {
+    throw std::invalid_argument("pack_panels: Q5_K has no streamed K panel layout");
   }
   const size_t nb = n_in / kKBlock;
   const size_t blk_bytes = k_panel_block_bytes(t, stream), scale_bytes = k_panel_scale_bytes(t);
@@ -112,7 +116,7 @@ void pack_k_row(GgmlType t, bool stream, const uint8_t* src, size_t n_in, size_t
     } else if (t == GgmlType::Q6_K) {
       BlockQ6_K x;
       std::memcpy(&x, src + b * sizeof x, sizeof x);
-      pack_q6_k(x, lane, blk, scales);
+      pack_q6_k(x, lane, stream, blk, scales);
     } else {
       throw std::invalid_argument("pack_panels: no K panel layout for this type");
     }
