@@ -83,6 +83,7 @@ inline void store_lanes(const KArgs& a, size_t o, size_t r, __m256 v) {
 // each row and half, H halves from h0 (the whole panel, H = 2, or one half).
 using Q4K = KPanelQ4K;
 using Q4KStream = KPanelQ4KStream;
+using Q5KStream = KPanelQ5KStream;
 using Q6KStream = KPanelQ6KStream;
 using Q5K = KPanelQ5K;
 using Q6K = KPanelQ6K;
@@ -320,7 +321,10 @@ void matmul_k_panels_avx2(const PanelView& w, const uint8_t* act, size_t act_str
     return w.k_stream ? k_loop<Q4KStream>(a, p_begin, p_end, n_rows)
                       : k_loop<Q4K>(a, p_begin, p_end, n_rows);
   }
-  if (w.type == GgmlType::Q5_K) return k_loop<Q5K>(a, p_begin, p_end, n_rows);
+  if (w.type == GgmlType::Q5_K) {
+    return w.k_stream ? k_loop<Q5KStream>(a, p_begin, p_end, n_rows)
+                      : k_loop<Q5K>(a, p_begin, p_end, n_rows);
+  }
   if (w.type == GgmlType::Q6_K) {
     return w.k_stream ? k_loop<Q6KStream>(a, p_begin, p_end, n_rows)
                       : k_loop<Q6K>(a, p_begin, p_end, n_rows);

@@ -64,6 +64,9 @@ struct Q6K : KPanelQ6K {
 struct Q4KStream : KPanelQ4KStream {
   static constexpr int kWideR = 4;
 };
+struct Q5KStream : KPanelQ5KStream {
+  static constexpr int kWideR = 4;
+};
 struct Q6KStream : KPanelQ6KStream {
   static constexpr int kWideR = 8;
 };
@@ -286,7 +289,10 @@ void matmul_k_panels_avx512(const PanelView& w, const uint8_t* act, size_t act_s
     return w.k_stream ? k_loop<Layout<Q4KStream>>(a, p_begin, p_end, n_rows)
                       : k_loop<Layout<Q4K>>(a, p_begin, p_end, n_rows);
   }
-  if (w.type == GgmlType::Q5_K) return k_loop<Layout<Q5K>>(a, p_begin, p_end, n_rows);
+  if (w.type == GgmlType::Q5_K) {
+    return w.k_stream ? k_loop<Layout<Q5KStream>>(a, p_begin, p_end, n_rows)
+                      : k_loop<Layout<Q5K>>(a, p_begin, p_end, n_rows);
+  }
   if (w.type == GgmlType::Q6_K) {
     return w.k_stream ? k_loop<Layout<Q6KStream>>(a, p_begin, p_end, n_rows)
                       : k_loop<Layout<Q6K>>(a, p_begin, p_end, n_rows);

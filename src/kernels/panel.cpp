@@ -156,9 +156,8 @@ PanelMatrix pack_panels(GgmlType type, const void* w, size_t row_bytes, size_t n
   m.type = type;
   m.n_in = n_in;
   m.n_out = n_out;
-  m.k_stream =
-      (type == GgmlType::Q4_K || type == GgmlType::Q6_K) &&
-      (layout == KLayout::automatic ? active_isa() != Isa::amx : layout == KLayout::stream);
+  m.k_stream = is_k_panel(type) && (layout == KLayout::automatic ? active_isa() != Isa::amx
+                                                                 : layout == KLayout::stream);
   m.panel_bytes = panel_bytes_for(type, n_in, m.k_stream);
   const size_t total = m.bytes();
   m.data.reset(static_cast<uint8_t*>(alloc_streamed(total)));

@@ -39,9 +39,9 @@ inline constexpr size_t kPanelRows = 16;
 //    pairs [16][16][4] (quad j in bits 2j..2j+1), scales i8 [16][16]; then, after all blocks,
 //    f16 d [nb][16] (Q4_K: d [16] then dmin [16] per block).
 //    Q4_K streamed (k_stream): each block d [16], dmin [16], scales [8][16], mins [4][16][2],
-//    then the codes as above; Q6_K streamed: d [16], 32 bytes of padding, scales [16][16],
-//    then per sub-block its 2 nibble vectors and its high bit pairs [16][4]. A panel is then
-//    read in ascending order, one stream. The hardware
+//    then the codes as above (Q5_K: each sub-block's 5th bits after its codes); Q6_K streamed: d
+//    [16], 32 bytes of padding, scales [16][16], then per sub-block its 2 nibble vectors and its
+//    high bit pairs [16][4]. A panel is then read in ascending order, one stream. The hardware
 //    prefetchers follow that without software prefetch: one thread of 1.1B Q4_K decode read
 //    70-76% of a one-thread probe's bandwidth with the split layout and 4-panel decode tiles,
 //    84-95% with this and one-panel tiles (Zen 4). Not for AMX, whose kernels read the split one.
@@ -52,7 +52,7 @@ struct PanelMatrix {
   size_t n_out = 0;
   size_t row0 = 0;  // the first row of the whole matrix held (a tensor-parallel rank's share)
   size_t panel_bytes = 0;
-  bool k_stream = false;  // Q4_K / Q6_K blocks in the streamed layout
+  bool k_stream = false;  // K blocks in the streamed layout
   std::unique_ptr<uint8_t[], void (*)(void*)> data{nullptr, std::free};
 
   size_t n_panels() const { return (n_out + kPanelRows - 1) / kPanelRows; }
@@ -72,7 +72,7 @@ inline bool is_quantized(GgmlType t) {
 // Bytes of one super-block of 16 rows in a K panel (codes and sub-block scales; in the streamed
 // layout its d and dmin too), and of its f16 d (and dmin).
 constexpr size_t k_panel_block_bytes(GgmlType t, bool stream = false) {
-  if (stream) return t == GgmlType::Q6_K ? 3392 : 2368;  // Q6_K, Q4_K
+  if (stream) return t == GgmlType::Q4_K ? 2368 : t == GgmlType::Q5_K ? 2880 : 3392;
   return t == GgmlType::Q4_K ? 2304 : t == GgmlType::Q5_K ? 2816 : 3328;
 }
 constexpr size_t k_panel_scale_bytes(GgmlType t) { return t == GgmlType::Q6_K ? 32 : 64; }
@@ -90,7 +90,7 @@ bool panel_supported(GgmlType type);
 
 // Repacks n_out rows of n_in elements (row o at w + o * row_bytes). Throws std::invalid_argument
 // for unsupported types or sizes (quantized n_in must be a multiple of 32).
-// K panels' layout: streamed for Q4_K and Q6_K unless the kernels that will read it are AMX's
+// K panels' layout: streamed unless the kernels that will read it are AMX's
 // (auto), or as asked (tests).
 enum class KLayout { automatic, split, stream };
 PanelMatrix pack_panels(GgmlType type, const void* w, size_t row_bytes, size_t n_in, size_t n_out,

@@ -19,20 +19,22 @@ inline uint8_t& at(uint8_t* base, size_t v, size_t lane, size_t t) {
 }
 
 // Q4_K and Q5_K share the nibble, scale and min layout; Q5_K adds a plane of 5th bits before
-// the scales (so scales sit at 2048 + high_bytes). The streamed Q4_K layout puts scales and
-// mins at 64 and the codes at 320.
+// the scales (so scales sit at 2048 + high_bytes). The streamed layouts put scales and mins at
+// 64 and the codes from 320 on, Q5_K's 5th bits of a sub-block right after its codes.
 void pack_affine_k(const KCodes& c, size_t lane, bool high, bool stream, uint8_t* blk) {
   const size_t sc_off = stream ? 64 : high ? 2560 : 2048;
-  uint8_t* codes = stream ? blk + 320 : blk;
+  const size_t code_stride = stream && high ? 320 : 256;
   for (size_t k = 0; k < 8; ++k) {
+    uint8_t* codes = blk + (stream ? 320 : 0) + k * code_stride;
+    uint8_t* fifth = stream ? codes + 256 : blk + 2048 + 64 * k;
     for (size_t v = 0; v < 4; ++v) {
       for (size_t t = 0; t < 4; ++t) {
         const auto lo = static_cast<uint8_t>(c.q[32 * k + 4 * v + t]);
         const auto hi = static_cast<uint8_t>(c.q[32 * k + 16 + 4 * v + t]);
-        at(codes, 4 * k + v, lane, t) = static_cast<uint8_t>((lo & 15) | ((hi & 15) << 4));
+        at(codes, v, lane, t) = static_cast<uint8_t>((lo & 15) | ((hi & 15) << 4));
         if (high) {
           // Bit v: quad v's element t (low nibbles), bit v + 4: quad v + 4's (high nibbles).
-          uint8_t& h = at(blk + 2048, k, lane, t);
+          uint8_t& h = at(fifth, 0, lane, t);
           h = static_cast<uint8_t>(h | ((lo >> 4) << v) | ((hi >> 4) << (v + 4)));
         }
       }
@@ -97,9 +99,6 @@ float k_panel_dot_blocks(const uint8_t* w, const uint8_t* x, size_t nb) {
 
 void pack_k_row(GgmlType t, bool stream, const uint8_t* src, size_t n_in, size_t lane,
                 uint8_t* panel) {
-  if (stream && t == GgmlType::Q5_K) {
-    throw std::invalid_argument("pack_panels: Q5_K has no streamed K panel layout");
-  }
   const size_t nb = n_in / kKBlock;
   const size_t blk_bytes = k_panel_block_bytes(t, stream), scale_bytes = k_panel_scale_bytes(t);
   for (size_t b = 0; b < nb; ++b) {
@@ -112,7 +111,7 @@ void pack_k_row(GgmlType t, bool stream, const uint8_t* src, size_t n_in, size_t
     } else if (t == GgmlType::Q5_K) {
       BlockQ5_K x;
       std::memcpy(&x, src + b * sizeof x, sizeof x);
-      pack_affine(x, lane, false, blk, scales);
+      pack_affine(x, lane, stream, blk, scales);
     } else if (t == GgmlType::Q6_K) {
       BlockQ6_K x;
       std::memcpy(&x, src + b * sizeof x, sizeof x);

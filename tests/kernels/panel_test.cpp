@@ -234,7 +234,6 @@ TEST(KernelPanel, KQuantEqualsScalarPanelStepsBitwise) {
           PanelProblem prob(t, n_in, n_out, 11, rng);
           if (n_out == 48) saturate(prob);
           for (const bool stream : {false, true}) {
-            if (stream && t == GgmlType::Q5_K) continue;  // no streamed layout
             prob.pm = pack_panels(t, prob.w.data(), prob.w_row_bytes, n_in, n_out,
                                   stream ? KLayout::stream : KLayout::split);
             ASSERT_EQ(prob.pm.k_stream, stream);
@@ -277,7 +276,7 @@ TEST(KernelPanel, KQuantAmxEqualsAvx512Bitwise) {
             << prob.label() << " rows " << nr;
       }
       // A streamed matrix (packed for AVX-512) runs on AVX-512 under AMX too.
-      if (t != GgmlType::Q5_K) {
+      {
         set_isa(Isa::avx512);
         const auto want = prob.run(0, n_rows, 0, prob.n_out);
         prob.pm =
