@@ -45,6 +45,8 @@ inline void store_lanes(const Args& a, size_t p, size_t r, __m512 v) {
 // ---- int8 panels -------------------------------------------------------------------------------
 // Code vectors of one block, two at a time: quads (j, j + 4) for j < 4.
 struct PQ8_0 {
+  static constexpr GgmlType kType = GgmlType::Q8_0;
+  static constexpr bool kStream = false;
   static constexpr size_t kCodeBytes = panel_code_bytes(GgmlType::Q8_0);
   static constexpr bool kTimes16 = false;
   static void quads(const uint8_t* blk, int j, __m512i& lo, __m512i& hi) {
@@ -55,6 +57,8 @@ struct PQ8_0 {
 // Codes come out as 16 * q (low nibble shifted up, high nibble masked in place): u8 with the
 // same +128 offset as Q8_0 once scaled, so both types share the bias; the scale takes 1/16.
 struct PQ4_0 {
+  static constexpr GgmlType kType = GgmlType::Q4_0;
+  static constexpr bool kStream = false;
   static constexpr size_t kCodeBytes = panel_code_bytes(GgmlType::Q4_0);
   static constexpr bool kTimes16 = true;
   static void quads(const uint8_t* blk, int j, __m512i& lo, __m512i& hi) {
@@ -63,6 +67,13 @@ struct PQ4_0 {
     lo = _mm512_and_si512(_mm512_slli_epi16(raw, 4), mask);
     hi = _mm512_and_si512(raw, mask);
   }
+};
+
+// The streamed layout of the same codes (panel.h): decode tiles take one panel, one ascending
+// stream, and leave the prefetching to the hardware (see q_tile).
+template <class W>
+struct Streamed : W {
+  static constexpr bool kStream = true;
 };
 
 constexpr size_t kPrefetchBlocks = 32;
@@ -74,8 +85,15 @@ void q_tile(const Args& a, size_t p0, size_t r0) {
   const uint8_t* ps[C];
   for (int c = 0; c < C; ++c) {
     pw[c] = panel_at(a.w, p0 + c);
-    ps[c] = pw[c] + a.nb * W::kCodeBytes;
+    ps[c] = pw[c] + a.nb * W::kCodeBytes;  // split layout only
   }
+  // Block b's codes and scales of tile panel c.
+  auto codes = [&](int c, size_t b) {
+    return W::kStream ? pw[c] + pair_codes_at(W::kType, b) : pw[c] + b * W::kCodeBytes;
+  };
+  auto scales = [&](int c, size_t b) {
+    return W::kStream ? pw[c] + pair_scales_at(W::kType, b) : ps[c] + b * kPanelScaleBytes;
+  };
   const uint8_t* xr[R];
   const ActBlockInfo* ir[R];
   for (int r = 0; r < R; ++r) {
@@ -92,7 +110,7 @@ void q_tile(const Args& a, size_t p0, size_t r0) {
     // (T1: one thread of 1.1B Q4_0 decode on Zen 4, 8 blocks/T0 22 t/s, 24 blocks/T1 27,
     // 48/T1 28; stream_ahead then took 32/T1 from 28.5 to 33.5). (Prefill tiles meet panels a
     // row block's first tile already brought in.)
-    if constexpr (R <= 4) {
+    if constexpr (R <= 4 && !W::kStream) {
       const size_t next_tile = C * a.w.panel_bytes;
       for (int c = 0; c < C; ++c) {
         prefetch_stream_l2(pw[c], (b + kPrefetchBlocks) * W::kCodeBytes, W::kCodeBytes,
@@ -111,7 +129,7 @@ void q_tile(const Args& a, size_t p0, size_t r0) {
     }
     for (int j = 0; j < 4; ++j) {
       __m512i lo[C], hi[C];
-      for (int c = 0; c < C; ++c) W::quads(pw[c] + b * W::kCodeBytes, j, lo[c], hi[c]);
+      for (int c = 0; c < C; ++c) W::quads(codes(c, b), j, lo[c], hi[c]);
       for (int r = 0; r < R; ++r) {
         const uint8_t* x = xr[r] + b * sizeof(BlockQ8_0);
         const __m512i xl = bcast32(x + 4 * j);
@@ -124,8 +142,7 @@ void q_tile(const Args& a, size_t p0, size_t r0) {
     }
     __m512 sw[C];
     for (int c = 0; c < C; ++c) {
-      const __m256i h =
-          _mm256_load_si256(reinterpret_cast<const __m256i*>(ps[c] + b * kPanelScaleBytes));
+      const __m256i h = _mm256_load_si256(reinterpret_cast<const __m256i*>(scales(c, b)));
       sw[c] = _mm512_cvtph_ps(h);
       if constexpr (W::kTimes16) sw[c] = _mm512_mul_ps(sw[c], _mm512_set1_ps(1.0f / 16.0f));
     }
@@ -285,9 +302,11 @@ void matmul_panels_avx512(const PanelView& w, const void* act, size_t act_stride
   const size_t p_end = (o_end + kPanelRows - 1) / kPanelRows;
   switch (w.type) {
     case GgmlType::Q8_0:
-      return tile_loop<QTile, PQ8_0, 4, 2, 8>(a, p_begin, p_end, n_rows);
+      return w.streamed ? tile_loop<QTile, Streamed<PQ8_0>, 1, 2, 8>(a, p_begin, p_end, n_rows)
+                        : tile_loop<QTile, PQ8_0, 4, 2, 8>(a, p_begin, p_end, n_rows);
     case GgmlType::Q4_0:
-      return tile_loop<QTile, PQ4_0, 4, 2, 8>(a, p_begin, p_end, n_rows);
+      return w.streamed ? tile_loop<QTile, Streamed<PQ4_0>, 1, 2, 8>(a, p_begin, p_end, n_rows)
+                        : tile_loop<QTile, PQ4_0, 4, 2, 8>(a, p_begin, p_end, n_rows);
     case GgmlType::F16:
       return tile_loop<FTile, PF16, 4, 2, 12>(a, p_begin, p_end, n_rows);
     case GgmlType::BF16:

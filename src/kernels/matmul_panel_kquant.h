@@ -45,7 +45,7 @@ struct KPanelLayout {
 using KPanelQ4K = KPanelLayout<GgmlType::Q4_K, 8, 0, 2048, 2176>;
 using KPanelQ5K = KPanelLayout<GgmlType::Q5_K, 8, 2048, 2560, 2688>;
 using KPanelQ6K = KPanelLayout<GgmlType::Q6_K, 16, 2048, 3072, 0>;
-// The streamed layouts (PanelMatrix::k_stream). Q4_K: d, dmin, scales, mins, then the codes;
+// The streamed layouts (PanelMatrix::streamed). Q4_K: d, dmin, scales, mins, then the codes;
 // Q5_K the same with each sub-block's 5th bits after its codes.
 // Q6_K: d, 32 bytes of padding, scales, then per sub-block its two nibble vectors and its high
 // bits.

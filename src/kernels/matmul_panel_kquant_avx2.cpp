@@ -318,15 +318,15 @@ void matmul_k_panels_avx2(const PanelView& w, const uint8_t* act, size_t act_str
   const size_t p_begin = o_begin / kPanelRows;
   const size_t p_end = (o_end + kPanelRows - 1) / kPanelRows;
   if (w.type == GgmlType::Q4_K) {
-    return w.k_stream ? k_loop<Q4KStream>(a, p_begin, p_end, n_rows)
+    return w.streamed ? k_loop<Q4KStream>(a, p_begin, p_end, n_rows)
                       : k_loop<Q4K>(a, p_begin, p_end, n_rows);
   }
   if (w.type == GgmlType::Q5_K) {
-    return w.k_stream ? k_loop<Q5KStream>(a, p_begin, p_end, n_rows)
+    return w.streamed ? k_loop<Q5KStream>(a, p_begin, p_end, n_rows)
                       : k_loop<Q5K>(a, p_begin, p_end, n_rows);
   }
   if (w.type == GgmlType::Q6_K) {
-    return w.k_stream ? k_loop<Q6KStream>(a, p_begin, p_end, n_rows)
+    return w.streamed ? k_loop<Q6KStream>(a, p_begin, p_end, n_rows)
                       : k_loop<Q6K>(a, p_begin, p_end, n_rows);
   }
 }

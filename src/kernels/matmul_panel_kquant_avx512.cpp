@@ -286,15 +286,15 @@ void matmul_k_panels_avx512(const PanelView& w, const uint8_t* act, size_t act_s
   const size_t p_begin = o_begin / kPanelRows;
   const size_t p_end = (o_end + kPanelRows - 1) / kPanelRows;
   if (w.type == GgmlType::Q4_K) {
-    return w.k_stream ? k_loop<Layout<Q4KStream>>(a, p_begin, p_end, n_rows)
+    return w.streamed ? k_loop<Layout<Q4KStream>>(a, p_begin, p_end, n_rows)
                       : k_loop<Layout<Q4K>>(a, p_begin, p_end, n_rows);
   }
   if (w.type == GgmlType::Q5_K) {
-    return w.k_stream ? k_loop<Layout<Q5KStream>>(a, p_begin, p_end, n_rows)
+    return w.streamed ? k_loop<Layout<Q5KStream>>(a, p_begin, p_end, n_rows)
                       : k_loop<Layout<Q5K>>(a, p_begin, p_end, n_rows);
   }
   if (w.type == GgmlType::Q6_K) {
-    return w.k_stream ? k_loop<Layout<Q6KStream>>(a, p_begin, p_end, n_rows)
+    return w.streamed ? k_loop<Layout<Q6KStream>>(a, p_begin, p_end, n_rows)
                       : k_loop<Layout<Q6K>>(a, p_begin, p_end, n_rows);
   }
 }

@@ -18,9 +18,6 @@
 namespace lift::kernels {
 namespace {
 
-constexpr size_t kQ8CodeBytes = panel_code_bytes(GgmlType::Q8_0);  // 8 quads x 16 rows x 4 B
-constexpr size_t kQ4CodeBytes = panel_code_bytes(GgmlType::Q4_0);  // 4 vectors x 16 rows x 4 B
-
 size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
 [[noreturn]] void fail(const std::string& what) {
@@ -32,21 +29,30 @@ bool packable(GgmlType t) {
          is_k_panel(t);
 }
 
-size_t panel_bytes_for(GgmlType t, size_t n_in, bool k_stream) {
+size_t panel_bytes_for(GgmlType t, size_t n_in, bool streamed) {
   if (t == GgmlType::F16 || t == GgmlType::BF16) return round_up(n_in * 2 * kPanelRows, 64);
-  if (k_stream) return n_in / kKBlock * k_panel_block_bytes(t, true);
+  if (streamed && is_k_panel(t)) return n_in / kKBlock * k_panel_block_bytes(t, true);
   if (is_k_panel(t)) {
     return round_up(n_in / kKBlock * (k_panel_block_bytes(t) + k_panel_scale_bytes(t)), 64);
   }
+  if (streamed) return (n_in / kQBlock + 1) / 2 * panel_pair_bytes(t);
   return round_up(n_in / kQBlock * (panel_code_bytes(t) + kPanelScaleBytes), 64);
+}
+
+// Where block b's codes and scales are in a Q8_0/Q4_0 panel.
+size_t q_codes_at(GgmlType t, bool streamed, size_t b) {
+  return streamed ? pair_codes_at(t, b) : b * panel_code_bytes(t);
+}
+size_t q_scales_at(GgmlType t, bool streamed, size_t nb, size_t b) {
+  return streamed ? pair_scales_at(t, b) : nb * panel_code_bytes(t) + b * kPanelScaleBytes;
 }
 
 // Where element i of panel row `lane` lives, for the float layouts.
 size_t float_offset(size_t i, size_t lane) { return (i * kPanelRows + lane) * 2; }
 
-void pack_row(GgmlType t, bool k_stream, const uint8_t* src, size_t n_in, size_t lane,
+void pack_row(GgmlType t, bool streamed, const uint8_t* src, size_t n_in, size_t lane,
               uint8_t* panel) {
-  if (is_k_panel(t)) return detail::pack_k_row(t, k_stream, src, n_in, lane, panel);
+  if (is_k_panel(t)) return detail::pack_k_row(t, streamed, src, n_in, lane, panel);
   const size_t nb = n_in / kQBlock;
   switch (t) {
     case GgmlType::F16:
@@ -57,11 +63,11 @@ void pack_row(GgmlType t, bool k_stream, const uint8_t* src, size_t n_in, size_t
       for (size_t b = 0; b < nb; ++b) {
         BlockQ8_0 blk;
         std::memcpy(&blk, src + b * sizeof blk, sizeof blk);
-        uint8_t* codes = panel + b * kQ8CodeBytes + lane * 4;
+        uint8_t* codes = panel + q_codes_at(t, streamed, b) + lane * 4;
         for (size_t e = 0; e < kQBlock; ++e) {
           codes[e / 4 * 64 + e % 4] = static_cast<uint8_t>(static_cast<uint8_t>(blk.qs[e]) ^ 0x80u);
         }
-        std::memcpy(panel + nb * kQ8CodeBytes + b * kPanelScaleBytes + lane * 2, &blk.d, 2);
+        std::memcpy(panel + q_scales_at(t, streamed, nb, b) + lane * 2, &blk.d, 2);
       }
       return;
     case GgmlType::Q4_0:
@@ -71,9 +77,9 @@ void pack_row(GgmlType t, bool k_stream, const uint8_t* src, size_t n_in, size_t
         // Byte i = 4v + t of qs holds elements i (low) and i + 16 (high): exactly the panel's
         // byte (v, lane, t), so the raw bytes move in 4-byte groups.
         for (size_t v = 0; v < 4; ++v) {
-          std::memcpy(panel + b * kQ4CodeBytes + v * 64 + lane * 4, blk.qs + 4 * v, 4);
+          std::memcpy(panel + q_codes_at(t, streamed, b) + v * 64 + lane * 4, blk.qs + 4 * v, 4);
         }
-        std::memcpy(panel + nb * kQ4CodeBytes + b * kPanelScaleBytes + lane * 2, &blk.d, 2);
+        std::memcpy(panel + q_scales_at(t, streamed, nb, b) + lane * 2, &blk.d, 2);
       }
       return;
     default:
@@ -93,8 +99,8 @@ void unpack_row(const PanelMatrix& w, size_t lane, const uint8_t* panel, uint8_t
     case GgmlType::Q8_0:
       for (size_t b = 0; b < nb; ++b) {
         BlockQ8_0 blk;
-        std::memcpy(&blk.d, panel + nb * kQ8CodeBytes + b * kPanelScaleBytes + lane * 2, 2);
-        const uint8_t* codes = panel + b * kQ8CodeBytes + lane * 4;
+        std::memcpy(&blk.d, panel + q_scales_at(w.type, w.streamed, nb, b) + lane * 2, 2);
+        const uint8_t* codes = panel + q_codes_at(w.type, w.streamed, b) + lane * 4;
         for (size_t e = 0; e < kQBlock; ++e) {
           blk.qs[e] = static_cast<int8_t>(codes[e / 4 * 64 + e % 4] ^ 0x80);
         }
@@ -104,9 +110,10 @@ void unpack_row(const PanelMatrix& w, size_t lane, const uint8_t* panel, uint8_t
     case GgmlType::Q4_0:
       for (size_t b = 0; b < nb; ++b) {
         BlockQ4_0 blk;
-        std::memcpy(&blk.d, panel + nb * kQ4CodeBytes + b * kPanelScaleBytes + lane * 2, 2);
+        std::memcpy(&blk.d, panel + q_scales_at(w.type, w.streamed, nb, b) + lane * 2, 2);
         for (size_t v = 0; v < 4; ++v) {
-          std::memcpy(blk.qs + 4 * v, panel + b * kQ4CodeBytes + v * 64 + lane * 4, 4);
+          std::memcpy(blk.qs + 4 * v, panel + q_codes_at(w.type, w.streamed, b) + v * 64 + lane * 4,
+                      4);
         }
         std::memcpy(dst + b * sizeof blk, &blk, sizeof blk);
       }
@@ -156,9 +163,11 @@ PanelMatrix pack_panels(GgmlType type, const void* w, size_t row_bytes, size_t n
   m.type = type;
   m.n_in = n_in;
   m.n_out = n_out;
-  m.k_stream = is_k_panel(type) && (layout == KLayout::automatic ? active_isa() != Isa::amx
-                                                                 : layout == KLayout::stream);
-  m.panel_bytes = panel_bytes_for(type, n_in, m.k_stream);
+  // AMX's K-panel kernels read the split layout; Q8_0/Q4_0 panels never meet AMX.
+  const bool amx_k = is_k_panel(type) && active_isa() == Isa::amx;
+  m.streamed =
+      is_quantized(type) && (layout == KLayout::automatic ? !amx_k : layout == KLayout::stream);
+  m.panel_bytes = panel_bytes_for(type, n_in, m.streamed);
   const size_t total = m.bytes();
   m.data.reset(static_cast<uint8_t*>(alloc_streamed(total)));
   std::memset(m.data.get(), 0, total);
@@ -168,7 +177,7 @@ PanelMatrix pack_panels(GgmlType type, const void* w, size_t row_bytes, size_t n
   for (size_t p = 0; p < m.n_panels(); ++p) {
     for (size_t lane = 0; lane < kPanelRows; ++lane) {
       const size_t o = p * kPanelRows + lane;
-      pack_row(type, m.k_stream, o < n_out ? src + o * row_bytes : zero.get(), n_in, lane,
+      pack_row(type, m.streamed, o < n_out ? src + o * row_bytes : zero.get(), n_in, lane,
                m.data.get() + p * m.panel_bytes);
     }
   }
@@ -203,7 +212,7 @@ void matmul_panels(const PanelMatrix& w, const void* act, size_t act_stride,
   if (n_rows == 0 || o_begin == o_end) return;
   if (is_k_panel(w.type)) {
     // Whole tiles of 16 prompt rows on AMX: the same integers, so the same bits as AVX-512.
-    if (active_isa() == Isa::amx && n_rows >= 16 && !w.k_stream) {
+    if (active_isa() == Isa::amx && n_rows >= 16 && !w.streamed) {
       return detail::matmul_k_panels_amx(detail::panel_view(w), static_cast<const uint8_t*>(act),
                                          act_stride, n_rows, y, ldy, o_begin, o_end);
     }
@@ -244,7 +253,7 @@ void matmul_panels_amx(const PanelMatrix& w, const void* act, size_t n_rows, flo
 namespace detail {
 
 PanelView panel_view(const PanelMatrix& w) {
-  return {w.type, w.n_in, w.n_out, w.panel_bytes, w.k_stream, w.data.get()};
+  return {w.type, w.n_in, w.n_out, w.panel_bytes, w.streamed, w.data.get()};
 }
 
 uint8_t* amx_thread_scratch(size_t bytes) {

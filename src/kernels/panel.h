@@ -38,13 +38,15 @@ inline constexpr size_t kPanelRows = 16;
 //    nibbles [16 sub-blocks][2 vectors][16][4] (quads 0/1 and 2/3 of the sub-block), high bit
 //    pairs [16][16][4] (quad j in bits 2j..2j+1), scales i8 [16][16]; then, after all blocks,
 //    f16 d [nb][16] (Q4_K: d [16] then dmin [16] per block).
-//    Q4_K streamed (k_stream): each block d [16], dmin [16], scales [8][16], mins [4][16][2],
-//    then the codes as above (Q5_K: each sub-block's 5th bits after its codes); Q6_K streamed: d
-//    [16], 32 bytes of padding, scales [16][16], then per sub-block its 2 nibble vectors and its
-//    high bit pairs [16][4]. A panel is then read in ascending order, one stream. The hardware
-//    prefetchers follow that without software prefetch: one thread of 1.1B Q4_K decode read
-//    70-76% of a one-thread probe's bandwidth with the split layout and 4-panel decode tiles,
-//    84-95% with this and one-panel tiles (Zen 4). Not for AMX, whose kernels read the split one.
+//  * Streamed layouts (PanelMatrix::streamed; the ones packed unless AMX's K-panel kernels
+//    will read them): Q8_0 / Q4_0 blocks in pairs, each pair's 2 x 16 f16 scales, then its
+//    two blocks' codes as above. Q4_K each block d [16], dmin [16], scales [8][16], mins
+//    [4][16][2], then the codes as above (Q5_K: each sub-block's 5th bits after its codes).
+//    Q6_K d [16], 32 bytes of padding, scales [16][16], then per sub-block its 2 nibble vectors
+//    and its high bit pairs [16][4]. A panel is then read in ascending order, one stream, and
+//    decode tiles take one panel: the hardware prefetchers follow that without software
+//    prefetch. One thread of 1.1B Q4_K decode read 70-76% of a one-thread probe's bandwidth
+//    with the split layout and 4-panel decode tiles, 84-95% with this (Zen 4).
 // Panels start `panel_bytes` apart, 64-byte aligned.
 struct PanelMatrix {
   GgmlType type = GgmlType::F32;
@@ -52,7 +54,7 @@ struct PanelMatrix {
   size_t n_out = 0;
   size_t row0 = 0;  // the first row of the whole matrix held (a tensor-parallel rank's share)
   size_t panel_bytes = 0;
-  bool k_stream = false;  // K blocks in the streamed layout
+  bool streamed = false;  // quantized blocks in the streamed layout
   std::unique_ptr<uint8_t[], void (*)(void*)> data{nullptr, std::free};
 
   size_t n_panels() const { return (n_out + kPanelRows - 1) / kPanelRows; }
@@ -81,6 +83,17 @@ constexpr size_t k_panel_scale_bytes(GgmlType t) { return t == GgmlType::Q6_K ? 
 // the 16 f16 scales.
 inline constexpr size_t kPanelScaleBytes = 2 * kPanelRows;
 constexpr size_t panel_code_bytes(GgmlType t) { return t == GgmlType::Q8_0 ? 512 : 256; }
+// Q8_0/Q4_0 streamed: blocks in pairs, the pair's two scale vectors (64 bytes) ahead of its
+// codes. Where block b's codes and scales sit from a panel's start.
+constexpr size_t panel_pair_bytes(GgmlType t) {
+  return 2 * kPanelScaleBytes + 2 * panel_code_bytes(t);
+}
+constexpr size_t pair_codes_at(GgmlType t, size_t b) {
+  return b / 2 * panel_pair_bytes(t) + 2 * kPanelScaleBytes + b % 2 * panel_code_bytes(t);
+}
+constexpr size_t pair_scales_at(GgmlType t, size_t b) {
+  return b / 2 * panel_pair_bytes(t) + b % 2 * kPanelScaleBytes;
+}
 }  // namespace LIFT_TARGET_NS
 
 // Whether the active Isa has panel kernels for this weight type (AVX-512 VNNI: Q8_0, Q4_0, Q4_K,
@@ -90,8 +103,8 @@ bool panel_supported(GgmlType type);
 
 // Repacks n_out rows of n_in elements (row o at w + o * row_bytes). Throws std::invalid_argument
 // for unsupported types or sizes (quantized n_in must be a multiple of 32).
-// K panels' layout: streamed unless the kernels that will read it are AMX's
-// (auto), or as asked (tests).
+// Quantized panels' layout: streamed unless the kernels that will read it are AMX's K-panel
+// ones (automatic), or as asked (tests).
 enum class KLayout { automatic, split, stream };
 PanelMatrix pack_panels(GgmlType type, const void* w, size_t row_bytes, size_t n_in, size_t n_out,
                         KLayout layout = KLayout::automatic);
@@ -136,7 +149,7 @@ struct PanelView {
   size_t n_in;
   size_t n_out;
   size_t panel_bytes;
-  bool k_stream;
+  bool streamed;
   const uint8_t* data;
 };
 PanelView panel_view(const PanelMatrix& w);

@@ -155,9 +155,18 @@ TEST(KernelPanel, MatchesReference) {
         const size_t max_rows = n_in > 1000 ? 9 : 21;
         PanelProblem prob(t, n_in, n_out, max_rows, rng);
         const auto ref = prob.reference();
-        for (size_t nr = 1; nr <= max_rows; nr += (nr < 9 ? 1 : 4)) {
-          testing::expect_close(prob.run(0, nr, 0, n_out), ref, nr, n_out,
-                                prob.label() + " rows " + std::to_string(nr));
+        // Quantized panels in both layouts (the split one is AMX's for K panels).
+        for (const bool split : {false, true}) {
+          if (split && !is_quantized(t)) continue;
+          if (split) {
+            prob.pm = pack_panels(t, prob.w.data(), prob.w_row_bytes, n_in, n_out, KLayout::split);
+            ASSERT_FALSE(prob.pm.streamed);
+          }
+          for (size_t nr = 1; nr <= max_rows; nr += (nr < 9 ? 1 : 4)) {
+            testing::expect_close(
+                prob.run(0, nr, 0, n_out), ref, nr, n_out,
+                prob.label() + (split ? " split" : "") + " rows " + std::to_string(nr));
+          }
         }
       }
     }
@@ -236,7 +245,7 @@ TEST(KernelPanel, KQuantEqualsScalarPanelStepsBitwise) {
           for (const bool stream : {false, true}) {
             prob.pm = pack_panels(t, prob.w.data(), prob.w_row_bytes, n_in, n_out,
                                   stream ? KLayout::stream : KLayout::split);
-            ASSERT_EQ(prob.pm.k_stream, stream);
+            ASSERT_EQ(prob.pm.streamed, stream);
             for (size_t nr : {1u, 2u, 3u, 4u, 11u}) {
               const auto got = prob.run(0, nr, 0, n_out);
               for (size_t r = 0; r < nr; ++r) {
