@@ -51,27 +51,10 @@ inline void store_lanes(const KArgs& a, size_t p, size_t r, __m512 v) {
 // 20.5), before stream_ahead; with it 4-32 KiB measured alike.
 constexpr size_t kAhead = 8192;
 
-// Rows per prefill tile (k_loop) on top of the shared layouts.
-struct Q4K : KPanelQ4K {
-  static constexpr int kWideR = 4;
-};
-struct Q5K : KPanelQ5K {
-  static constexpr int kWideR = 4;
-};
-struct Q6K : KPanelQ6K {
-  static constexpr int kWideR = 8;
-};
-struct Q4KStream : KPanelQ4KStream {
-  static constexpr int kWideR = 4;
-};
-struct Q5KStream : KPanelQ5KStream {
-  static constexpr int kWideR = 4;
-};
-struct Q6KStream : KPanelQ6KStream {
-  static constexpr int kWideR = 8;
-};
+// A layout with the rows per prefill tile (k_loop): Q4_K/Q5_K 4, Q6_K 8.
 template <class W>
 struct Layout : W {
+  static constexpr int kWideR = W::kHasMin ? 4 : 8;
   static constexpr size_t kSubBytes = W::kBlockBytes / W::kSubs;  // for prefetching only
 };
 
@@ -257,9 +240,9 @@ void k_rows(const KArgs& a, size_t p, size_t r, size_t r_end) {
 }
 
 // Row blocks of 64 stay in L2 while the panels stream past. Decode batches (< 4 rows) take
-// 4 panels per tile; larger ones 2 panels x kWideR rows. Q4_K/Q5_K's 4 rows keep dot, sumi
-// and acc of every (panel, row) pair in registers (1 x 8 and 2 x 8 measured slower); Q6_K,
-// whose unpack costs more per code and is shared by every row, measured faster at 8 rows
+// 4 split panels per tile or 1 streamed one; larger ones 2 panels x kWideR rows. Q4_K/Q5_K's 4 rows
+// keep dot, sumi and acc of every (panel, row) pair in registers (1 x 8 and 2 x 8 measured slower);
+// Q6_K, whose unpack costs more per code and is shared by every row, measured faster at 8 rows
 // despite the spills.
 template <class W>
 void k_loop(const KArgs& a, size_t p_begin, size_t p_end, size_t n_rows) {
@@ -286,16 +269,16 @@ void matmul_k_panels_avx512(const PanelView& w, const uint8_t* act, size_t act_s
   const size_t p_begin = o_begin / kPanelRows;
   const size_t p_end = (o_end + kPanelRows - 1) / kPanelRows;
   if (w.type == GgmlType::Q4_K) {
-    return w.streamed ? k_loop<Layout<Q4KStream>>(a, p_begin, p_end, n_rows)
-                      : k_loop<Layout<Q4K>>(a, p_begin, p_end, n_rows);
+    return w.streamed ? k_loop<Layout<KPanelQ4KStream>>(a, p_begin, p_end, n_rows)
+                      : k_loop<Layout<KPanelQ4K>>(a, p_begin, p_end, n_rows);
   }
   if (w.type == GgmlType::Q5_K) {
-    return w.streamed ? k_loop<Layout<Q5KStream>>(a, p_begin, p_end, n_rows)
-                      : k_loop<Layout<Q5K>>(a, p_begin, p_end, n_rows);
+    return w.streamed ? k_loop<Layout<KPanelQ5KStream>>(a, p_begin, p_end, n_rows)
+                      : k_loop<Layout<KPanelQ5K>>(a, p_begin, p_end, n_rows);
   }
   if (w.type == GgmlType::Q6_K) {
-    return w.streamed ? k_loop<Layout<Q6KStream>>(a, p_begin, p_end, n_rows)
-                      : k_loop<Layout<Q6K>>(a, p_begin, p_end, n_rows);
+    return w.streamed ? k_loop<Layout<KPanelQ6KStream>>(a, p_begin, p_end, n_rows)
+                      : k_loop<Layout<KPanelQ6K>>(a, p_begin, p_end, n_rows);
   }
 }
 
