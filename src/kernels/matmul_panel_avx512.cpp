@@ -85,15 +85,11 @@ void q_tile(const Args& a, size_t p0, size_t r0) {
   const uint8_t* ps[C];
   for (int c = 0; c < C; ++c) {
     pw[c] = panel_at(a.w, p0 + c);
-    ps[c] = pw[c] + a.nb * W::kCodeBytes;  // split layout only
+    ps[c] = pw[c] + a.nb * W::kCodeBytes;  // the scale stream's prefetch (split layout)
   }
   // Block b's codes and scales of tile panel c.
-  auto codes = [&](int c, size_t b) {
-    return W::kStream ? pw[c] + pair_codes_at(W::kType, b) : pw[c] + b * W::kCodeBytes;
-  };
-  auto scales = [&](int c, size_t b) {
-    return W::kStream ? pw[c] + pair_scales_at(W::kType, b) : ps[c] + b * kPanelScaleBytes;
-  };
+  auto codes = [&](int c, size_t b) { return pw[c] + q_codes_at(W::kType, W::kStream, b); };
+  auto scales = [&](int c, size_t b) { return pw[c] + q_scales_at(W::kType, W::kStream, a.nb, b); };
   const uint8_t* xr[R];
   const ActBlockInfo* ir[R];
   for (int r = 0; r < R; ++r) {

@@ -37,10 +37,6 @@ struct KPanelLayout {
   // From one block's d (and dmin) to the next one's.
   static constexpr size_t kScaleStride = Inline ? kBlockBytes : kScaleBytes;
   static constexpr bool kHasMin = MinOff != 0;
-  // A panel's first d (and dmin), nb blocks from pw on.
-  static const uint8_t* scales(const uint8_t* pw, size_t nb) {
-    return Inline ? pw : pw + nb * kBlockBytes;
-  }
 };
 using KPanelQ4K = KPanelLayout<GgmlType::Q4_K, 8, 0, 2048, 2176>;
 using KPanelQ5K = KPanelLayout<GgmlType::Q5_K, 8, 2048, 2560, 2688>;
@@ -57,6 +53,11 @@ inline constexpr size_t kQ8KQsOff = offsetof(BlockQ8_K, qs);
 inline constexpr size_t kQ8KBsumsOff = offsetof(BlockQ8_K, bsums);
 
 inline namespace LIFT_TARGET_NS {
+// A panel's first d (and dmin) in layout W, its nb blocks from pw on.
+template <class W>
+inline const uint8_t* k_scales(const uint8_t* pw, size_t nb) {
+  return W::kInline ? pw : pw + nb * W::kBlockBytes;
+}
 // A Q8_K row's 16-element sum j and scale.
 inline int16_t q8k_bsum(const uint8_t* blk, size_t j) {
   int16_t v;

@@ -203,7 +203,7 @@ template <class W, int R, int H>
 void k_tile(const KArgs& a, size_t p, int h0, size_t r0) {
   constexpr size_t kBlockBytes = W::kBlockBytes;
   const uint8_t* pw = panel_at(a.w, p);
-  const uint8_t* ps = W::scales(pw, a.nb);
+  const uint8_t* ps = k_scales<W>(pw, a.nb);
   const uint8_t* xr[R];
   for (int r = 0; r < R; ++r) xr[r] = a.act + (r0 + static_cast<size_t>(r)) * a.act_stride;
   __m256 acc[R][H];

@@ -64,7 +64,7 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
   const uint8_t* ps[C];
   for (int c = 0; c < C; ++c) {
     pw[c] = panel_at(a.w, p0 + static_cast<size_t>(c));
-    ps[c] = W::scales(pw[c], a.nb);
+    ps[c] = k_scales<W>(pw[c], a.nb);
   }
   const size_t next_tile = C * a.w.panel_bytes;
   // Decode tiles (k_loop) of split panels ask for the lines ahead; a streamed panel is read in

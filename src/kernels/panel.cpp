@@ -39,14 +39,6 @@ size_t panel_bytes_for(GgmlType t, size_t n_in, bool streamed) {
   return round_up(n_in / kQBlock * (panel_code_bytes(t) + kPanelScaleBytes), 64);
 }
 
-// Where block b's codes and scales are in a Q8_0/Q4_0 panel.
-size_t q_codes_at(GgmlType t, bool streamed, size_t b) {
-  return streamed ? pair_codes_at(t, b) : b * panel_code_bytes(t);
-}
-size_t q_scales_at(GgmlType t, bool streamed, size_t nb, size_t b) {
-  return streamed ? pair_scales_at(t, b) : nb * panel_code_bytes(t) + b * kPanelScaleBytes;
-}
-
 // Where element i of panel row `lane` lives, for the float layouts.
 size_t float_offset(size_t i, size_t lane) { return (i * kPanelRows + lane) * 2; }
 
@@ -151,7 +143,7 @@ bool panel_supported(GgmlType type) {
 }
 
 PanelMatrix pack_panels(GgmlType type, const void* w, size_t row_bytes, size_t n_in, size_t n_out,
-                        KLayout layout) {
+                        PanelLayout layout) {
   if (!packable(type)) fail("type has no panel layout");
   if (n_in == 0 || n_out == 0) fail("empty matrix");
   if (is_quantized(type) && n_in % kQBlock != 0)
@@ -165,8 +157,8 @@ PanelMatrix pack_panels(GgmlType type, const void* w, size_t row_bytes, size_t n
   m.n_out = n_out;
   // AMX's K-panel kernels read the split layout; Q8_0/Q4_0 panels never meet AMX.
   const bool amx_k = is_k_panel(type) && active_isa() == Isa::amx;
-  m.streamed =
-      is_quantized(type) && (layout == KLayout::automatic ? !amx_k : layout == KLayout::stream);
+  m.streamed = is_quantized(type) &&
+               (layout == PanelLayout::automatic ? !amx_k : layout == PanelLayout::stream);
   m.panel_bytes = panel_bytes_for(type, n_in, m.streamed);
   const size_t total = m.bytes();
   m.data.reset(static_cast<uint8_t*>(alloc_streamed(total)));

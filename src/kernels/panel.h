@@ -94,6 +94,13 @@ constexpr size_t pair_codes_at(GgmlType t, size_t b) {
 constexpr size_t pair_scales_at(GgmlType t, size_t b) {
   return b / 2 * panel_pair_bytes(t) + b % 2 * kPanelScaleBytes;
 }
+// Block b's codes and scales in a Q8_0/Q4_0 panel of nb blocks, either layout.
+constexpr size_t q_codes_at(GgmlType t, bool streamed, size_t b) {
+  return streamed ? pair_codes_at(t, b) : b * panel_code_bytes(t);
+}
+constexpr size_t q_scales_at(GgmlType t, bool streamed, size_t nb, size_t b) {
+  return streamed ? pair_scales_at(t, b) : nb * panel_code_bytes(t) + b * kPanelScaleBytes;
+}
 }  // namespace LIFT_TARGET_NS
 
 // Whether the active Isa has panel kernels for this weight type (AVX-512 VNNI: Q8_0, Q4_0, Q4_K,
@@ -105,9 +112,9 @@ bool panel_supported(GgmlType type);
 // for unsupported types or sizes (quantized n_in must be a multiple of 32).
 // Quantized panels' layout: streamed unless the kernels that will read it are AMX's K-panel
 // ones (automatic), or as asked (tests).
-enum class KLayout { automatic, split, stream };
+enum class PanelLayout { automatic, split, stream };
 PanelMatrix pack_panels(GgmlType type, const void* w, size_t row_bytes, size_t n_in, size_t n_out,
-                        KLayout layout = KLayout::automatic);
+                        PanelLayout layout = PanelLayout::automatic);
 
 // What the integer panel kernels need of each 32-element block of a q8_0 activation row,
 // besides its codes: the scale as f32 and -128 * sum(codes), the correction for the weights'

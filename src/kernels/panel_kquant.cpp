@@ -5,9 +5,9 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
-#include <type_traits>
 
 #include "kernels/kquant_codes.h"
+#include "kernels/matmul_panel_kquant.h"
 #include "kernels/panel.h"
 
 namespace lift::kernels::detail {
@@ -18,50 +18,43 @@ inline uint8_t& at(uint8_t* base, size_t v, size_t lane, size_t t) {
   return base[v * 64 + lane * 4 + t];
 }
 
-// Q4_K and Q5_K share the nibble, scale and min layout; Q5_K adds a plane of 5th bits before
-// the scales (so scales sit at 2048 + high_bytes). The streamed layouts put scales and mins at
-// 64 and the codes from 320 on, Q5_K's 5th bits of a sub-block right after its codes.
-void pack_affine_k(const KCodes& c, size_t lane, bool high, bool stream, uint8_t* blk) {
-  const size_t sc_off = stream ? 64 : high ? 2560 : 2048;
-  const size_t code_stride = stream && high ? 320 : 256;
+// Writes lane `lane` of one block in layout W (matmul_panel_kquant.h, the offsets the kernels
+// read): Q4_K/Q5_K's nibbles (low: element 32k + 4v + t, high: 32k + 16 + 4v + t), Q5_K's 5th
+// bits, the sub-block scales, the mins in int16-pair order, d and dmin.
+template <class W, class Block>
+void pack_affine(const Block& b, size_t lane, uint8_t* blk, uint8_t* scales) {
+  KCodes c;
+  k_codes(b, c);
   for (size_t k = 0; k < 8; ++k) {
-    uint8_t* codes = blk + (stream ? 320 : 0) + k * code_stride;
-    uint8_t* fifth = stream ? codes + 256 : blk + 2048 + 64 * k;
+    uint8_t* codes = blk + W::kCodeOff + k * W::kCodeStride;
     for (size_t v = 0; v < 4; ++v) {
       for (size_t t = 0; t < 4; ++t) {
         const auto lo = static_cast<uint8_t>(c.q[32 * k + 4 * v + t]);
         const auto hi = static_cast<uint8_t>(c.q[32 * k + 16 + 4 * v + t]);
         at(codes, v, lane, t) = static_cast<uint8_t>((lo & 15) | ((hi & 15) << 4));
-        if (high) {
+        if constexpr (W::kHighOff != 0) {
           // Bit v: quad v's element t (low nibbles), bit v + 4: quad v + 4's (high nibbles).
-          uint8_t& h = at(fifth, 0, lane, t);
+          uint8_t& h = at(blk + W::kHighOff + k * W::kHighStride, 0, lane, t);
           h = static_cast<uint8_t>(h | ((lo >> 4) << v) | ((hi >> 4) << (v + 4)));
         }
       }
     }
-    blk[sc_off + 16 * k + lane] = static_cast<uint8_t>(c.sc[k]);
+    blk[W::kScOff + 16 * k + lane] = static_cast<uint8_t>(c.sc[k]);
     // Mins in int16-pair order: pair k/2, lane, then k%2.
-    blk[sc_off + 128 + 32 * (k / 2) + 2 * lane + k % 2] = static_cast<uint8_t>(c.m[k]);
+    blk[W::kMinOff + 32 * (k / 2) + 2 * lane + k % 2] = static_cast<uint8_t>(c.m[k]);
   }
-}
-
-template <class Block>
-void pack_affine(const Block& b, size_t lane, bool stream, uint8_t* blk, uint8_t* scales) {
-  KCodes c;
-  k_codes(b, c);
-  pack_affine_k(c, lane, std::is_same_v<Block, BlockQ5_K>, stream, blk);
   std::memcpy(scales + 2 * lane, &b.d, 2);
   std::memcpy(scales + 32 + 2 * lane, &b.dmin, 2);
 }
 
-// Split: nibbles [16][2 vectors], high bits [16], scales at 3072. Streamed: scales at 64, then
-// per sub-block its 2 nibble vectors and its high bits (192 bytes from 320 on).
-void pack_q6_k(const BlockQ6_K& b, size_t lane, bool stream, uint8_t* blk, uint8_t* scales) {
+// Q6_K: per sub-block two nibble vectors (quads 0/1 and 2/3) and the high bit pairs.
+template <class W>
+void pack_q6_k(const BlockQ6_K& b, size_t lane, uint8_t* blk, uint8_t* scales) {
   KCodes c;
   k_codes(b, c);
   for (size_t k = 0; k < 16; ++k) {
-    uint8_t* nib = stream ? blk + 320 + 192 * k : blk + 128 * k;
-    uint8_t* high = stream ? blk + 320 + 192 * k + 128 : blk + 2048 + 64 * k;
+    uint8_t* nib = blk + W::kCodeOff + k * W::kCodeStride;
+    uint8_t* high = blk + W::kHighOff + k * W::kHighStride;
     for (size_t t = 0; t < 4; ++t) {
       uint8_t u[4];  // the unsigned 6-bit code (q + 32) of element 16k + 4j + t, j = 0..3
       for (size_t j = 0; j < 4; ++j) u[j] = static_cast<uint8_t>(c.q[16 * k + 4 * j + t] + 32);
@@ -70,9 +63,25 @@ void pack_q6_k(const BlockQ6_K& b, size_t lane, bool stream, uint8_t* blk, uint8
       at(high, 0, lane, t) = static_cast<uint8_t>((u[0] >> 4) | ((u[1] >> 4) << 2) |
                                                   ((u[2] >> 4) << 4) | ((u[3] >> 4) << 6));
     }
-    blk[(stream ? 64 : 3072) + 16 * k + lane] = static_cast<uint8_t>(c.sc[k]);
+    blk[W::kScOff + 16 * k + lane] = static_cast<uint8_t>(c.sc[k]);
   }
   std::memcpy(scales + 2 * lane, &b.d, 2);
+}
+
+// One stored row into lane `lane` of a panel in layout W.
+template <class W, class Block>
+void pack_row_as(const uint8_t* src, size_t nb, size_t lane, uint8_t* panel) {
+  for (size_t b = 0; b < nb; ++b) {
+    uint8_t* blk = panel + b * W::kBlockBytes;
+    uint8_t* scales = W::kInline ? blk : panel + nb * W::kBlockBytes + b * W::kScaleBytes;
+    Block x;
+    std::memcpy(&x, src + b * sizeof x, sizeof x);
+    if constexpr (W::kHasMin) {
+      pack_affine<W>(x, lane, blk, scales);
+    } else {
+      pack_q6_k<W>(x, lane, blk, scales);
+    }
+  }
 }
 
 template <class Block>
@@ -100,25 +109,18 @@ float k_panel_dot_blocks(const uint8_t* w, const uint8_t* x, size_t nb) {
 void pack_k_row(GgmlType t, bool stream, const uint8_t* src, size_t n_in, size_t lane,
                 uint8_t* panel) {
   const size_t nb = n_in / kKBlock;
-  const size_t blk_bytes = k_panel_block_bytes(t, stream), scale_bytes = k_panel_scale_bytes(t);
-  for (size_t b = 0; b < nb; ++b) {
-    uint8_t* blk = panel + b * blk_bytes;
-    uint8_t* scales = stream ? blk : panel + nb * blk_bytes + b * scale_bytes;
-    if (t == GgmlType::Q4_K) {
-      BlockQ4_K x;
-      std::memcpy(&x, src + b * sizeof x, sizeof x);
-      pack_affine(x, lane, stream, blk, scales);
-    } else if (t == GgmlType::Q5_K) {
-      BlockQ5_K x;
-      std::memcpy(&x, src + b * sizeof x, sizeof x);
-      pack_affine(x, lane, stream, blk, scales);
-    } else if (t == GgmlType::Q6_K) {
-      BlockQ6_K x;
-      std::memcpy(&x, src + b * sizeof x, sizeof x);
-      pack_q6_k(x, lane, stream, blk, scales);
-    } else {
+  switch (t) {
+    case GgmlType::Q4_K:
+      return stream ? pack_row_as<KPanelQ4KStream, BlockQ4_K>(src, nb, lane, panel)
+                    : pack_row_as<KPanelQ4K, BlockQ4_K>(src, nb, lane, panel);
+    case GgmlType::Q5_K:
+      return stream ? pack_row_as<KPanelQ5KStream, BlockQ5_K>(src, nb, lane, panel)
+                    : pack_row_as<KPanelQ5K, BlockQ5_K>(src, nb, lane, panel);
+    case GgmlType::Q6_K:
+      return stream ? pack_row_as<KPanelQ6KStream, BlockQ6_K>(src, nb, lane, panel)
+                    : pack_row_as<KPanelQ6K, BlockQ6_K>(src, nb, lane, panel);
+    default:
       throw std::invalid_argument("pack_panels: no K panel layout for this type");
-    }
   }
 }
 

@@ -159,7 +159,8 @@ TEST(KernelPanel, MatchesReference) {
         for (const bool split : {false, true}) {
           if (split && !is_quantized(t)) continue;
           if (split) {
-            prob.pm = pack_panels(t, prob.w.data(), prob.w_row_bytes, n_in, n_out, KLayout::split);
+            prob.pm =
+                pack_panels(t, prob.w.data(), prob.w_row_bytes, n_in, n_out, PanelLayout::split);
             ASSERT_FALSE(prob.pm.streamed);
           }
           for (size_t nr = 1; nr <= max_rows; nr += (nr < 9 ? 1 : 4)) {
@@ -244,7 +245,7 @@ TEST(KernelPanel, KQuantEqualsScalarPanelStepsBitwise) {
           if (n_out == 48) saturate(prob);
           for (const bool stream : {false, true}) {
             prob.pm = pack_panels(t, prob.w.data(), prob.w_row_bytes, n_in, n_out,
-                                  stream ? KLayout::stream : KLayout::split);
+                                  stream ? PanelLayout::stream : PanelLayout::split);
             ASSERT_EQ(prob.pm.streamed, stream);
             for (size_t nr : {1u, 2u, 3u, 4u, 11u}) {
               const auto got = prob.run(0, nr, 0, n_out);
@@ -289,7 +290,7 @@ TEST(KernelPanel, KQuantAmxEqualsAvx512Bitwise) {
         set_isa(Isa::avx512);
         const auto want = prob.run(0, n_rows, 0, prob.n_out);
         prob.pm =
-            pack_panels(t, prob.w.data(), prob.w_row_bytes, n_in, prob.n_out, KLayout::stream);
+            pack_panels(t, prob.w.data(), prob.w_row_bytes, n_in, prob.n_out, PanelLayout::stream);
         set_isa(Isa::amx);
         const auto got = prob.run(0, n_rows, 0, prob.n_out);
         EXPECT_TRUE(testing::same_bits(got.data(), want.data(), want.size()))
