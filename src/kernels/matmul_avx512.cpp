@@ -33,6 +33,30 @@ inline uint32_t ld32(const uint8_t* p) {
 
 inline float hsum(__m512 v) { return hsum16(v); }
 
+// A tile's sums, hsum(acc[r][c]) into y[r * ldy + c]: folded many vectors at once where the
+// tile is full (lane_tree.h: the same bits, a third of the instructions).
+template <int C, int R>
+inline void store_sums(const __m512 (&acc)[R][C], float* y, size_t ldy) {
+  if constexpr (C == 4 && R == 4) {
+    const __m512 s = hsum16_x16(&acc[0][0]);
+    _mm_storeu_ps(y, _mm512_extractf32x4_ps(s, 0));
+    _mm_storeu_ps(y + ldy, _mm512_extractf32x4_ps(s, 1));
+    _mm_storeu_ps(y + 2 * ldy, _mm512_extractf32x4_ps(s, 2));
+    _mm_storeu_ps(y + 3 * ldy, _mm512_extractf32x4_ps(s, 3));
+  } else if constexpr (C == 4 && R == 1) {
+    _mm_storeu_ps(y, hsum16_x4(acc[0]));
+  } else if constexpr (C == 1 && R == 4) {
+    const __m512 v[4] = {acc[0][0], acc[1][0], acc[2][0], acc[3][0]};
+    alignas(16) float s[4];
+    _mm_store_ps(s, hsum16_x4(v));
+    for (int r = 0; r < R; ++r) y[r * ldy] = s[r];
+  } else {
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < C; ++c) y[r * ldy + c] = hsum(acc[r][c]);
+    }
+  }
+}
+
 // f16 scales a, b -> [a x8, b x8] (broadcast, masked broadcast, convert).
 inline __m512 scale_pair(uint16_t a, uint16_t b) {
   const __m256i h = _mm256_set1_epi16(static_cast<short>(a));
@@ -175,9 +199,7 @@ struct QKernel {
     size_t b = 0;
     for (; b + 2 <= nb; b += 2) step<C, R, true>(wr, xr, b, acc);
     if (b < nb) step<C, R, false>(wr, xr, b, acc);
-    for (int r = 0; r < R; ++r) {
-      for (int c = 0; c < C; ++c) a.y[(r0 + r) * a.ldy + o + c] = hsum(acc[r][c]);
-    }
+    store_sums<C, R>(acc, a.y + r0 * a.ldy + o, a.ldy);
   }
 };
 
@@ -294,9 +316,7 @@ struct FKernel {
         }
       }
     }
-    for (int r = 0; r < R; ++r) {
-      for (int c = 0; c < C; ++c) a.y[(r0 + r) * a.ldy + o + c] = hsum(acc[r][c]);
-    }
+    store_sums<C, R>(acc, a.y + r0 * a.ldy + o, a.ldy);
   }
 };
 
