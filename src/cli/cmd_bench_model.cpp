@@ -64,7 +64,8 @@ class Bench {
         kv_(m.config(), n_seqs * ((max_len + 15) / 16), 16, kv_type,
             tp != nullptr ? tp->shard() : TpShard{}),
         tp_(tp) {
-    if (tp_ != nullptr) tp_->send_geometry(kv_);
+    m_.set_context_length(max_len);
+    if (tp_ != nullptr) tp_->send_geometry(kv_, max_len);
     const size_t per = (max_len + 15) / 16;
     tables_.resize(n_seqs);
     for (size_t s = 0; s < n_seqs; ++s) {

@@ -90,12 +90,16 @@ Engine::Engine(LlamaModel& model, const Tokenizer& tokenizer, EngineConfig cfg)
       verifier_(sampler_),
       controller_(cfg.spec, cfg.scheduler.max_batched_tokens) {
   if (const std::string err = cfg.spec.validate(); !err.empty()) throw Error(err);
+  // Rope tables that depend on the context (LongRoPE's factor sets) are fixed from here on.
+  model_.set_context_length(plan_.max_model_len);
+  if (cfg.spec.draft_model != nullptr)
+    cfg.spec.draft_model->set_context_length(plan_.max_model_len);
   if (cfg.tp != nullptr && cfg.tp->size() > 1) {
     if (cfg.spec.method != SpecMethod::off) {
       throw Error("speculative decoding does not run with tensor parallelism (--tp) yet");
     }
     tp_ = std::make_unique<TpLeader>(*cfg.tp);
-    tp_->send_geometry(kv_);
+    tp_->send_geometry(kv_, plan_.max_model_len);
     runner_.set_tp(tp_.get());
   }
   proposer_ = make_proposer(cfg.spec, model, *backend_, kv_);
@@ -684,6 +688,12 @@ std::string Engine::memory_plan() const {
   std::snprintf(buf, sizeof buf, "lift: max-model-len %zu tokens (%s; -c to change)\n",
                 p.max_model_len, len_from.c_str());
   s += buf;
+  if (const std::string& set = model_.rope_factor_set(); !set.empty()) {
+    std::snprintf(buf, sizeof buf,
+                  "lift: LongRoPE %s factors (max-model-len %s the original context %d)\n",
+                  set.c_str(), set == "long" ? ">" : "<=", c.rope_orig_ctx);
+    s += buf;
+  }
   std::snprintf(buf, sizeof buf,
                 "lift: KV cache %s (%s), %zu bytes per token: %zu blocks of %zu tokens = %zu "
                 "tokens, %s, %zu full-length sequences at once; budget %s (%s); prefix caching "

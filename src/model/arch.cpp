@@ -16,6 +16,7 @@ constexpr std::array kArchs = {
              .rope = RopeStyle::neox,
              .fused_qkv = true,
              .fused_up = true,
+             .rope_factor_sets = true,
              .window = WindowLayers::all},
     ArchSpec{.name = "gemma2",
              .rope = RopeStyle::neox,

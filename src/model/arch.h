@@ -41,6 +41,9 @@ struct ArchSpec {
   bool embed_scale = false;  // embeddings times sqrt(dim) (Gemma)
   bool softcaps = false;     // attn_logit_softcapping, final_logit_softcapping (Gemma 2)
   bool rope_freqs = false;   // optional rope_freqs.weight divides the frequencies (Llama 3)
+  // Optional rope_factors_long.weight and rope_factors_short.weight (Phi-3's LongRoPE): one of
+  // them divides the frequencies, by the context the engine runs with.
+  bool rope_factor_sets = false;
   WindowLayers window = WindowLayers::none;
   int window_pattern = 0;        // WindowLayers::pattern's n
   float local_rope_base = 0.0f;  // >0: sliding layers use this base, unscaled (Gemma 3)

@@ -93,7 +93,9 @@ LlamaModel::LlamaModel(gguf::File file, TpShard shard) : file_(std::move(file)),
   for (const auto& t : file_.tensors()) {
     bool known = t.name == "token_embd.weight" || t.name == "output_norm.weight" ||
                  t.name == "output.weight" ||
-                 (cfg_.spec.rope_freqs && t.name == "rope_freqs.weight");
+                 (cfg_.spec.rope_freqs && t.name == "rope_freqs.weight") ||
+                 (cfg_.spec.rope_factor_sets &&
+                  (t.name == "rope_factors_long.weight" || t.name == "rope_factors_short.weight"));
     for (int l = 0; l < cfg_.n_layers && !known; ++l) {
       const std::string p = "blk." + std::to_string(l) + ".";
       if (t.name.rfind(p, 0) != 0) continue;
@@ -172,11 +174,29 @@ void LlamaModel::init_rope() {
   // for linear scaling; for YaRN it blends freq_scale (mix 0) and 1 (mix 1) by its ramp over
   // the pairs, from how many turns pair i makes over the original context.
   const size_t pairs = static_cast<size_t>(cfg_.rope_dim / 2);
+  auto factors_of = [&](const char* name) {
+    std::vector<float> v = vector_f32(file_, name, pairs);
+    for (float x : v) {
+      if (!(x > 0.0f)) throw Error(file_.path() + ": " + name + " must be positive");
+    }
+    return v;
+  };
   std::vector<float> factors(pairs, 1.0f);
   if (cfg_.spec.rope_freqs && file_.find_tensor("rope_freqs.weight")) {
-    factors = vector_f32(file_, "rope_freqs.weight", pairs);
-    for (float x : factors) {
-      if (!(x > 0.0f)) throw Error(file_.path() + ": rope_freqs.weight must be positive");
+    factors = factors_of("rope_freqs.weight");
+  }
+  if (cfg_.spec.rope_factor_sets) {
+    const bool has_long = file_.find_tensor("rope_factors_long.weight") != nullptr;
+    const bool has_short = file_.find_tensor("rope_factors_short.weight") != nullptr;
+    if (has_long != has_short) {
+      throw Error(file_.path() + ": " +
+                  (has_long ? "rope_factors_long.weight without rope_factors_short.weight"
+                            : "rope_factors_short.weight without rope_factors_long.weight"));
+    }
+    if (has_long) {
+      factor_set_ = long_factors_ ? "long" : "short";
+      factors =
+          factors_of(long_factors_ ? "rope_factors_long.weight" : "rope_factors_short.weight");
     }
   }
   const double d = cfg_.rope_dim;
@@ -202,11 +222,18 @@ void LlamaModel::init_rope() {
     }
   };
   fill(inv_freq_[0], cfg_.rope_base, cfg_.rope_freq_scale, cfg_.yarn.on);
-  if (cfg_.yarn.on) {
-    rope_mscale_ = static_cast<float>(cfg_.yarn.attn_factor *
-                                      (1.0 + 0.1 * std::log(1.0 / cfg_.rope_freq_scale)));
-  }
+  rope_mscale_ = cfg_.yarn.on
+                     ? static_cast<float>(cfg_.yarn.attn_factor *
+                                          (1.0 + 0.1 * std::log(1.0 / cfg_.rope_freq_scale)))
+                     : static_cast<float>(cfg_.rope_attn_factor);
   if (cfg_.spec.local_rope_base > 0.0f) fill(inv_freq_[1], cfg_.spec.local_rope_base, 1.0, false);
+}
+
+void LlamaModel::set_context_length(size_t max_len) {
+  const bool want_long = max_len > static_cast<size_t>(cfg_.rope_orig_ctx);
+  if (want_long == long_factors_) return;
+  long_factors_ = want_long;
+  init_rope();
 }
 
 void LlamaModel::pack_weights() {

@@ -41,6 +41,14 @@ class LlamaModel {
   size_t weight_bytes() const { return weight_bytes_; }
   bool tied_output() const { return tied_; }
 
+  // The longest sequence the engine will run. Phi-3's LongRoPE files carry two sets of rope
+  // factors: the long ones when sequences may pass the original context, else the short ones
+  // (as llama.cpp decides by its context size; short until this is called). Fixed per engine,
+  // so every K/V entry of a sequence is rotated alike.
+  void set_context_length(size_t max_len);
+  // "long" or "short" when the file has LongRoPE's factor sets, else empty.
+  const std::string& rope_factor_set() const { return factor_set_; }
+
   // Runs the batch through the model, writing each token's K/V into `kv` at its position's
   // slot, and fills logits[i * n_vocab ...] for the i-th entry of batch.logit_rows.
   void forward(Backend& backend, const ForwardBatch& batch, KvCache& kv, float* logits);
@@ -62,7 +70,10 @@ class LlamaModel {
   Matrix token_embd_, output_;
   std::vector<float> output_norm_;
   std::vector<LayerWeights> layers_;
-  float rope_mscale_ = 1.0f;        // YaRN's magnitude on the global layers' cos and sin
+  // The magnitude of the global layers' cos and sin: YaRN's, else rope.scaling.attn_factor.
+  float rope_mscale_ = 1.0f;
+  bool long_factors_ = false;  // set_context_length's choice
+  std::string factor_set_;
   std::vector<float> inv_freq_[2];  // [0]: global layers, [1]: ModelConfig::local_rope layers
   std::deque<kernels::PanelMatrix> panels_;  // stable addresses: Matrix::panel points here
   size_t weight_bytes_ = 0;

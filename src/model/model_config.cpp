@@ -166,6 +166,19 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
   if (c.rope_dim % 2 != 0) throw Error(f.path() + ": rope.dimension_count must be even");
   c.rope_base = optional_float(f, p + "rope.freq_base", 10000.0);
   c.rope_freq_scale = read_rope_scaling(f, p, c.context_length, c.yarn);
+  if (!c.yarn.on) {
+    c.rope_attn_factor = f.get_float(p + "rope.scaling.attn_factor").value_or(1.0);
+    if (!(c.rope_attn_factor > 0.0 && c.rope_attn_factor < 1e3)) {
+      throw Error(f.path() + ": metadata '" + p + "rope.scaling.attn_factor' is out of range");
+    }
+  }
+  const double orig = f.get_float(p + "rope.scaling.original_context_length")
+                          .value_or(static_cast<double>(c.context_length));
+  if (!(orig >= 1.0 && orig < 1e9)) {
+    throw Error(f.path() + ": metadata '" + p +
+                "rope.scaling.original_context_length' is out of range");
+  }
+  c.rope_orig_ctx = static_cast<int>(orig);
   c.rms_eps = optional_float(f, p + "attention.layer_norm_rms_epsilon", 1e-5);
   if (!(c.rope_base > 0.0f)) throw Error(f.path() + ": rope.freq_base must be positive");
   if (!(c.rms_eps > 0.0f && c.rms_eps < 1.0f)) {

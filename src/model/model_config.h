@@ -40,6 +40,12 @@ struct ModelConfig {
     double orig_ctx = 0;  // rope.scaling.original_context_length
     double beta_fast = 32.0, beta_slow = 1.0, attn_factor = 1.0;
   } yarn;
+  // rope.scaling.attn_factor outside YaRN: cos and sin times it, whatever the scaling (as
+  // llama.cpp; Phi-3's LongRoPE files carry sqrt(1 + ln(s) / ln(original context)) here).
+  double rope_attn_factor = 1.0;
+  // rope.scaling.original_context_length (else context_length): LongRoPE takes its long
+  // factors when sequences may grow past it (LlamaModel::set_context_length).
+  int rope_orig_ctx = 0;
   float rms_eps = 1e-5f;
   float attn_scale = 1.0f;     // the query scale
   float attn_softcap = 0.0f;   // attention scores' soft-capping, 0: none

@@ -12,7 +12,7 @@ namespace {
 // Message layout (int32): [0] op; for kForward [1] tokens, [2] logits rows, [3] n_prompt,
 // [4] tables, [5] table entries, [6] copies, then tokens, positions, per token its table's
 // index, per table its length, the tables' entries, logits rows, copy pairs; for kGeometry
-// [1] blocks, [2] block size, [3] KvType.
+// [1] blocks, [2] block size, [3] KvType, [4] max model length.
 constexpr size_t kHeader = 8;
 enum Op : int32_t { kStop = 0, kForward = 1, kGeometry = 2 };
 
@@ -24,12 +24,13 @@ void TpLeader::send(std::vector<int32_t>& msg) {
   comm_.broadcast(msg.data(), 4 * msg.size());
 }
 
-void TpLeader::send_geometry(const KvCache& kv) {
+void TpLeader::send_geometry(const KvCache& kv, size_t max_model_len) {
   msg_.assign(kHeader, 0);
   msg_[0] = kGeometry;
   msg_[1] = static_cast<int32_t>(kv.n_blocks());
   msg_[2] = static_cast<int32_t>(kv.block_size());
   msg_[3] = static_cast<int32_t>(kv.type());
+  msg_[4] = static_cast<int32_t>(max_model_len);
   send(msg_);
 }
 
@@ -108,6 +109,7 @@ void tp_follow(Comm& comm, LlamaModel& model, Backend& backend) {
       kv = std::make_unique<KvCache>(model.config(), static_cast<size_t>(msg[1]),
                                      static_cast<size_t>(msg[2]), static_cast<KvType>(msg[3]),
                                      comm.shard());
+      model.set_context_length(static_cast<size_t>(msg[4]));
       continue;
     }
     if (!kv) throw Error("tensor parallelism: a forward pass before the K/V geometry");

@@ -24,7 +24,7 @@ class TpLeader {
   TpShard shard() const { return comm_.shard(); }
   // The K/V pool the followers must hold from now on (a fresh one: the next passes write it
   // from empty, as `kv` is).
-  void send_geometry(const KvCache& kv);
+  void send_geometry(const KvCache& kv, size_t max_model_len);
   // Broadcasts the pass, then runs it here.
   void forward(LlamaModel& model, Backend& backend, const ForwardBatch& batch, KvCache& kv,
                float* logits, std::span<const std::pair<int32_t, int32_t>> copies = {});

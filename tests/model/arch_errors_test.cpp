@@ -53,6 +53,43 @@ TEST(ArchErrors, UnknownRopeScalingType) {
   expect_refused(y, "llama.rope.scaling.factor");
 }
 
+test::TinyArch phi3_longrope() {
+  test::TinyArch a;
+  a.arch = "phi3";
+  a.qk_norm = false;
+  a.longrope = true;
+  a.longrope_orig_ctx = 64;
+  return a;
+}
+
+// LongRoPE's two factor sets come together (and only where the architecture has them); which
+// one runs is the engine's context against the original one.
+TEST(ArchErrors, LongRopeFactorSets) {
+  const test::TinyArch a = phi3_longrope();
+  for (const char* drop : {"rope_factors_long.weight", "rope_factors_short.weight"}) {
+    auto w = test::tiny_weights(a);
+    w.erase(drop);
+    expect_refused(test::tiny_writer(a, w), std::string(drop) == "rope_factors_long.weight"
+                                                ? "rope_factors_short.weight without"
+                                                : "rope_factors_long.weight without");
+  }
+  auto w = test::tiny_weights(a);
+  auto model = LlamaModel::load(test::write_tiny(test::tiny_writer(a, w), "longrope"));
+  EXPECT_EQ(model->rope_factor_set(), "short");
+  model->set_context_length(64);
+  EXPECT_EQ(model->rope_factor_set(), "short");
+  model->set_context_length(65);
+  EXPECT_EQ(model->rope_factor_set(), "long");
+  model->set_context_length(8);
+  EXPECT_EQ(model->rope_factor_set(), "short");
+
+  // A llama file with LongRoPE's factors would run without them: refused.
+  test::TinyArch l = llama();
+  l.longrope = true;
+  l.longrope_orig_ctx = 64;
+  expect_refused(test::tiny_writer(l, test::tiny_weights(l)), "rope_factors_");
+}
+
 TEST(ArchErrors, LinearScalingWithoutFactor) {
   const auto a = llama();
   auto g = test::tiny_writer(a, test::tiny_weights(a));

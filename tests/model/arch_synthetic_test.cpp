@@ -45,9 +45,12 @@ struct Feature {
   void (*drop)(test::TinyArch&);
 };
 
-void check_arch(const test::TinyArch& a, const std::vector<Feature>& features, size_t n_tokens) {
+// `context`: the engine's max-model-len, where the rope depends on it (0: never set).
+void check_arch(const test::TinyArch& a, const std::vector<Feature>& features, size_t n_tokens,
+                size_t context = 0) {
   const test::Weights w = test::tiny_weights(a);
   auto model = LlamaModel::load(test::write_tiny(test::tiny_writer(a, w), a.arch));
+  if (context > 0) model->set_context_length(context);
   const auto toks = some_tokens(n_tokens, a.vocab, a.seed + 7);
   const size_t vocab = static_cast<size_t>(a.vocab);
   ThreadPool pool(2);
@@ -112,6 +115,40 @@ TEST(ArchSynthetic, YarnMatchesFloat64Oracle) {
         {{"YaRN's ramp (linear scaling instead)", [](test::TinyArch& x) { x.yarn_ramp = false; }},
          {"YaRN's magnitude", [](test::TinyArch& x) { x.yarn_mscale = false; }}},
         40);
+  }
+}
+
+// Phi-3's LongRoPE (Phi-3-mini-128k, Phi-3.5-mini, Phi-4-mini): the long factor set when the
+// engine's context passes the original one, else the short set; cos and sin times
+// rope.scaling.attn_factor; with Phi-4-mini's partial rotation (3/4 of each head).
+TEST(ArchSynthetic, Phi3LongRopeMatchesFloat64Oracle) {
+  test::TinyArch a;
+  a.arch = "phi3";
+  a.qk_norm = false;
+  a.head_dim = 16;
+  a.rope_dim = 12;
+  a.rope_base = 10000.0f;
+  a.longrope = true;
+  a.longrope_orig_ctx = 64;
+  a.longrope_attn = 1.19f;
+  {
+    SCOPED_TRACE("long factors");
+    a.longrope_long = true;
+    check_arch(a,
+               {{"the long factors (short ones instead)",
+                 [](test::TinyArch& x) { x.longrope_long = false; }},
+                {"the attention factor", [](test::TinyArch& x) { x.longrope_attn = 0.0f; }},
+                {"partial rotation (all dimensions)", [](test::TinyArch& x) { x.rope_dim = 0; }}},
+               40, 65);
+  }
+  {
+    SCOPED_TRACE("short factors");
+    a.longrope_long = false;
+    check_arch(a,
+               {{"the short factors (long ones instead)",
+                 [](test::TinyArch& x) { x.longrope_long = true; }},
+                {"the short factors (none)", [](test::TinyArch& x) { x.longrope = false; }}},
+               40, 64);
   }
 }
 

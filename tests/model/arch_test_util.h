@@ -34,9 +34,17 @@ struct TinyArch {
   bool yarn_ramp = true;         // the oracle's YaRN blends by its ramp (else linear for all)
   bool yarn_mscale = true;       // and scales cos, sin by 0.1 ln(factor) + 1
   float local_rope_base = 0.0f;  // sliding layers' base (Gemma 3: 10000), 0: as global
-  int window = 0;                // sliding_window
-  int window_pattern = 0;        // layer l global iff (l + 1) % pattern == 0; 0: all slide
-  bool pattern_key = false;      // write window_pattern as attention.sliding_window_pattern
+  int rope_dim = 0;              // rope.dimension_count, 0: head_dim (Phi-4-mini: 3/4 of it)
+  // LongRoPE (Phi-3): random per-pair factor sets rope_factors_long/short, the original context
+  // and rope.scaling.attn_factor (0: none written). The oracle divides the frequencies by the
+  // long set when longrope_long, else by the short one, and scales cos and sin by the factor.
+  bool longrope = false;
+  int longrope_orig_ctx = 0;
+  float longrope_attn = 0.0f;
+  bool longrope_long = false;
+  int window = 0;            // sliding_window
+  int window_pattern = 0;    // layer l global iff (l + 1) % pattern == 0; 0: all slide
+  bool pattern_key = false;  // write window_pattern as attention.sliding_window_pattern
   bool neox = true;
   bool qk_norm = true;
   bool qkv_bias = false;
@@ -66,6 +74,12 @@ inline Weights tiny_weights(const TinyArch& a) {
   };
   const int qd = a.heads * a.head_dim, kvd = a.kv_heads * a.head_dim;
   mat("token_embd.weight", a.dim, a.vocab, a.embed_scale ? 0.2f : 1.0f);
+  if (a.longrope) {
+    const size_t pairs = static_cast<size_t>(a.rope_dim > 0 ? a.rope_dim : a.head_dim) / 2;
+    std::uniform_real_distribution<float> f_long(1.0f, 20.0f), f_short(1.0f, 2.0f);
+    for (size_t i = 0; i < pairs; ++i) w["rope_factors_long.weight"].push_back(f_long(rng));
+    for (size_t i = 0; i < pairs; ++i) w["rope_factors_short.weight"].push_back(f_short(rng));
+  }
   norm("output_norm.weight", a.dim);
   for (int l = 0; l < a.layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
@@ -113,6 +127,12 @@ inline gguf::Writer tiny_writer(const TinyArch& a, const Weights& w) {
             static_cast<uint32_t>(a.value_length > 0 ? a.value_length : a.head_dim));
   g.set_f32(p + "attention.layer_norm_rms_epsilon", a.eps);
   g.set_f32(p + "rope.freq_base", a.rope_base);
+  if (a.rope_dim > 0) g.set_u32(p + "rope.dimension_count", static_cast<uint32_t>(a.rope_dim));
+  if (a.longrope) {
+    g.set_u32(p + "rope.scaling.original_context_length",
+              static_cast<uint32_t>(a.longrope_orig_ctx));
+    if (a.longrope_attn > 0.0f) g.set_f32(p + "rope.scaling.attn_factor", a.longrope_attn);
+  }
   if (a.rope_linear > 0.0f) {
     g.set_string(p + "rope.scaling.type", "linear");
     g.set_f32(p + "rope.scaling.factor", a.rope_linear);
@@ -126,9 +146,31 @@ inline gguf::Writer tiny_writer(const TinyArch& a, const Weights& w) {
     g.set_u32(p + "attention.sliding_window_pattern", static_cast<uint32_t>(a.window_pattern));
   }
   if (a.window > 0) g.set_u32(p + "attention.sliding_window", static_cast<uint32_t>(a.window));
-  for (const auto& [name, v] : w) {
+  // Phi-3 fuses attn_qkv = [Q; K; V] and ffn_up = [gate; up] (rows appended).
+  Weights file = w;
+  if (a.arch == "phi3") {
+    for (int l = 0; l < a.layers; ++l) {
+      const std::string b = "blk." + std::to_string(l) + ".";
+      auto take = [&](const std::string& name) {
+        std::vector<float> v = std::move(file.at(b + name));
+        file.erase(b + name);
+        return v;
+      };
+      std::vector<float> qkv = take("attn_q.weight"), gu = take("ffn_gate.weight");
+      for (const char* n : {"attn_k.weight", "attn_v.weight"}) {
+        const std::vector<float> v = take(n);
+        qkv.insert(qkv.end(), v.begin(), v.end());
+      }
+      const std::vector<float> up = take("ffn_up.weight");
+      gu.insert(gu.end(), up.begin(), up.end());
+      file[b + "attn_qkv.weight"] = std::move(qkv);
+      file[b + "ffn_up.weight"] = std::move(gu);
+    }
+  }
+  for (const auto& [name, v] : file) {
     std::vector<uint64_t> ne;
-    if (name.find("norm") != std::string::npos || name.find(".bias") != std::string::npos) {
+    if (name.find("norm") != std::string::npos || name.find(".bias") != std::string::npos ||
+        name.rfind("rope_factors", 0) == 0) {
       ne = {v.size()};
     } else {
       // n_in is the first dimension: the row length of every matrix.
@@ -196,21 +238,29 @@ inline std::vector<double> oracle_logits(const TinyArch& a, const Weights& w,
     // Per pair: the frequency (times pos_scale) and the magnitude of cos and sin. YaRN as the
     // transformers definition: interpolated (1/factor) and extrapolated (1) frequencies mixed by
     // a ramp between the correction dims of 32 and 1 rotations over the original context.
-    std::vector<double> freq(hd / 2);
+    const size_t rd = a.rope_dim > 0 ? static_cast<size_t>(a.rope_dim) : hd;  // rotated dims
+    std::vector<double> freq(rd / 2);
     double mag = 1.0;
-    for (size_t i = 0; i < hd / 2; ++i) {
-      freq[i] = pos_scale * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(hd));
+    for (size_t i = 0; i < rd / 2; ++i) {
+      freq[i] = pos_scale * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(rd));
+    }
+    // LongRoPE as transformers' Phi-3: inv_freq / ext_factor_i, cos and sin times the factor.
+    if (a.longrope) {
+      const auto& f =
+          at(a.longrope_long ? "rope_factors_long.weight" : "rope_factors_short.weight");
+      for (size_t i = 0; i < rd / 2; ++i) freq[i] /= f[i];
+      if (a.longrope_attn > 0.0f) mag = a.longrope_attn;
     }
     if (a.yarn_factor > 0.0f && !local) {
       auto corr = [&](double rotations) {
-        return static_cast<double>(hd) *
+        return static_cast<double>(rd) *
                std::log(a.yarn_orig_ctx / (rotations * 2.0 * std::numbers::pi)) /
                (2.0 * std::log(base));
       };
       const double low = std::max(0.0, std::floor(corr(32.0)));
-      double high = std::min(static_cast<double>(hd) - 1.0, std::ceil(corr(1.0)));
+      double high = std::min(static_cast<double>(rd) - 1.0, std::ceil(corr(1.0)));
       if (high == low) high += 0.001;
-      for (size_t i = 0; i < hd / 2; ++i) {
+      for (size_t i = 0; i < rd / 2; ++i) {
         const double ramp = std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0);
         const double extrapolation = a.yarn_ramp ? 1.0 - ramp : 0.0;
         freq[i] = freq[i] / a.yarn_factor * (1.0 - extrapolation) + freq[i] * extrapolation;
@@ -236,10 +286,11 @@ inline std::vector<double> oracle_logits(const TinyArch& a, const Weights& w,
             const Vec nv = rmsnorm(vec, at(p + norm).data(), hh * hd, hd);
             std::copy(nv.begin(), nv.end(), vec.begin() + static_cast<ptrdiff_t>(hh * hd));
           }
-          for (size_t i = 0; i < hd / 2; ++i) {
+          // Dimensions past rd pass through unrotated.
+          for (size_t i = 0; i < rd / 2; ++i) {
             const double th = static_cast<double>(t) * freq[i];
             const size_t ia = hh * hd + (a.neox ? i : 2 * i);
-            const size_t ib = a.neox ? ia + hd / 2 : ia + 1;
+            const size_t ib = a.neox ? ia + rd / 2 : ia + 1;
             const double x0 = vec[ia], x1 = vec[ib];
             vec[ia] = mag * (x0 * std::cos(th) - x1 * std::sin(th));
             vec[ib] = mag * (x1 * std::cos(th) + x0 * std::sin(th));
