@@ -22,6 +22,32 @@ constexpr std::string_view kQwen2[] = {
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}|"
     " ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"};
 constexpr std::string_view kGpt2Only[] = {kGpt2};
+// OpenAI's o200k (Phi-4-mini's `gpt-4o`, Llama 4): case-aware words that keep a trailing
+// contraction, so camelCase splits at its capitals; digits in threes. PCRE2 runs the letter
+// subclasses as written (llama.cpp rewrites them as ASCII-case approximations).
+constexpr std::string_view kO200k[] = {
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*"
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
+    "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"};
+// Mistral's tekken (Mistral Nemo, Mistral Small 3): o200k's words without the contractions,
+// every digit alone.
+constexpr std::string_view kTekken[] = {
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|"
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|"
+    "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"};
+// Qwen 3.5: Qwen2's rule with combining marks inside words.
+constexpr std::string_view kQwen35[] = {
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}|"
+    " ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"};
+// Seed-Coder: Llama 3's rule with single digits and no newlines after punctuation.
+constexpr std::string_view kSeedCoder[] = {
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1}|"
+    " ?[^\\s\\p{L}\\p{N}\\r\\n]+|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"};
+// Viking (LumiOpen): runs of anything but whitespace and a few punctuation marks, then digits.
+constexpr std::string_view kViking[] = {
+    " ?[^(\\s|.,!?\u2026\u3002\uFF0C\u3001\u0964\u06D4\u060C)]+", "\\p{N}"};
 // StarCoder, Refact, Command-R: every digit alone, then GPT-2's rule.
 constexpr std::string_view kDigitsThenGpt2[] = {"\\p{N}", kGpt2};
 constexpr std::string_view kFalcon[] = {"[\\p{P}\\$\\+<=>\\^~\\|`]+", kGpt2, "[0-9][0-9][0-9]"};
@@ -69,6 +95,24 @@ constexpr PreTokenizerSpec kTable[] = {
     {"refact", kDigitsThenGpt2, false, false},
     {"command-r", kDigitsThenGpt2, false, false},
     {"smollm", kDigitsThenGpt2, false, false},
+    // Names llama.cpp's converter gives other models that run the same rules.
+    {"falcon3", kLlama3, true, true},
+    {"dbrx", kLlama3, false, false},  // also Phi-4 (cl100k)
+    {"smaug-bpe", kLlama3, false, false},
+    {"deepseek-r1-qwen", kQwen2, false, false},
+    {"megrez", kQwen2, false, false},
+    {"stablelm2", kQwen2, false, false},
+    {"a.x-4.0", kGpt2Only, false, false},
+    {"phi-2", kGpt2Only, false, false},
+    {"trillion", kGpt2Only, false, false},
+    {"minerva-7b", kDigitsThenGpt2, false, false},
+    {"exaone", kDigitsThenGpt2, false, false},
+    {"gpt-4o", kO200k, false, false},
+    {"llama4", kO200k, false, false},
+    {"tekken", kTekken, true, true},
+    {"qwen35", kQwen35, false, false},
+    {"seed-coder", kSeedCoder, false, false},
+    {"viking", kViking, false, false},
 };
 
 }  // namespace

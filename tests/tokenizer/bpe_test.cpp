@@ -59,6 +59,30 @@ TEST(TokenizerPreTokenizer, PublishedSplits) {
   EXPECT_EQ(split("starcoder", "a 12b"), (Pieces{"a", " ", "1", "2", "b"}));
   EXPECT_EQ(split("falcon", "x=1234"), (Pieces{"x", "=", "123", "4"}));
   EXPECT_EQ(split("deepseek-llm", "ab\n\ncd  "), (Pieces{"ab", "\n", "\n", "cd", "  "}));
+  // o200k (gpt-4o): camelCase splits at capitals, contractions stay on their word, digits in
+  // threes; tekken: the same words without contractions, single digits.
+  EXPECT_EQ(split("gpt-4o", "getUserName don't 12345"),
+            (Pieces{"get", "User", "Name", " don't", " ", "123", "45"}));
+  EXPECT_EQ(split("tekken", "getUserName don't 123"),
+            (Pieces{"get", "User", "Name", " don", "'t", " ", "1", "2", "3"}));
+  // Qwen 3.5 keeps a combining mark (U+0301) inside its word; Qwen2 starts a word with it.
+  EXPECT_EQ(split("qwen35",
+                  "ae\xCC\x81"
+                  "b 12"),
+            (Pieces{"ae\xCC\x81"
+                    "b",
+                    " ", "1", "2"}));
+  EXPECT_EQ(split("qwen2",
+                  "ae\xCC\x81"
+                  "b"),
+            (Pieces{"ae",
+                    "\xCC\x81"
+                    "b"}));
+  EXPECT_EQ(split("seed-coder", "a 12\n"), (Pieces{"a", " ", "1", "2", "\n"}));
+  EXPECT_EQ(split("viking", "Hei, maailma 2024!"),
+            (Pieces{"Hei", ",", " maailma", " ", "2", "0", "2", "4", "!"}));
+  EXPECT_EQ(split("dbrx", "x 12345"), (Pieces{"x", " ", "123", "45"}));
+  EXPECT_EQ(split("deepseek-r1-qwen", "x 12"), (Pieces{"x", " ", "1", "2"}));
   EXPECT_EQ(find_pre_tokenizer("no-such-split"), nullptr);
   EXPECT_NE(known_pre_tokenizers().find("command-r"), std::string::npos);
 }
@@ -69,8 +93,9 @@ TEST(TokenizerPreTokenizer, PiecesCoverTheTextEvenIllFormed) {
       "a",    "Z",    " ",    "  ",          "\n",           "\t",
       "1",    "'s",   "!",    "\xC3\xA9",    "\xE4\xBD\xA0", "\xF0\x9F\x98\x81",
       "\xFF", "\xC3", "\x80", "\xED\xA0\x80"};
-  for (const std::string_view pre : {"llama-bpe", "qwen2", "gpt-2", "deepseek-llm",
-                                     "deepseek-coder", "falcon", "starcoder", "default"}) {
+  for (const std::string_view pre :
+       {"llama-bpe", "qwen2", "gpt-2", "deepseek-llm", "deepseek-coder", "falcon", "starcoder",
+        "default", "gpt-4o", "tekken", "qwen35", "seed-coder", "viking"}) {
     const PreTokenizer p(*find_pre_tokenizer(pre));
     Pieces pieces;
     for (int iter = 0; iter < 200; ++iter) {
