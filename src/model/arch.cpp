@@ -18,6 +18,11 @@ constexpr std::array kArchs = {
              .fused_up = true,
              .rope_factor_sets = true,
              .window = WindowLayers::all},
+    // Gemma 1 (and CodeGemma): Gemma's embedding scale and GeGLU, no soft-capping or windows.
+    ArchSpec{.name = "gemma",
+             .rope = RopeStyle::neox,
+             .act = Activation::gelu_tanh,
+             .embed_scale = true},
     ArchSpec{.name = "gemma2",
              .rope = RopeStyle::neox,
              .act = Activation::gelu_tanh,

@@ -152,6 +152,22 @@ TEST(ArchSynthetic, Phi3LongRopeMatchesFloat64Oracle) {
   }
 }
 
+// Gemma 1: embedding scale, GeGLU, NEOX rope, heads wider than dim / heads.
+TEST(ArchSynthetic, GemmaMatchesFloat64Oracle) {
+  test::TinyArch a;
+  a.arch = "gemma";
+  a.qk_norm = false;
+  a.head_dim = 16;
+  a.rope_base = 10000.0f;
+  a.embed_scale = true;
+  a.gelu = true;
+  check_arch(a,
+             {{"embedding scale", [](test::TinyArch& x) { x.embed_scale = false; }},
+              {"GeGLU", [](test::TinyArch& x) { x.gelu = false; }},
+              {"NEOX rope", [](test::TinyArch& x) { x.neox = false; }}},
+             40);
+}
+
 TEST(ArchSynthetic, Gemma3MatchesFloat64Oracle) {
   test::TinyArch a;
   a.arch = "gemma3";
