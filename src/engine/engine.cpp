@@ -95,14 +95,13 @@ Engine::Engine(LlamaModel& model, const Tokenizer& tokenizer, EngineConfig cfg)
   if (cfg.spec.draft_model != nullptr)
     cfg.spec.draft_model->set_context_length(plan_.max_model_len);
   if (cfg.tp != nullptr && cfg.tp->size() > 1) {
-    if (cfg.spec.method != SpecMethod::off) {
-      throw Error("speculative decoding does not run with tensor parallelism (--tp) yet");
-    }
+    // Speculation needs nothing of the followers: verification rows are rows of the sharded
+    // forward pass, and a draft model runs whole on this rank (Backend::local).
     tp_ = std::make_unique<TpLeader>(*cfg.tp);
     tp_->send_geometry(kv_, plan_.max_model_len);
     runner_.set_tp(tp_.get());
   }
-  proposer_ = make_proposer(cfg.spec, model, *backend_, kv_);
+  proposer_ = make_proposer(cfg.spec, model, backend_->local(), kv_);
   if (proposer_) {
     metrics_.spec.proposer = std::string(proposer_->name());
     metrics_.spec.accepted_per_pos.assign(static_cast<size_t>(kMaxSpecTokens), 0);

@@ -115,6 +115,9 @@ class Backend {
   // Whether products run on one tensor-parallel rank's share of the rows (parallel/tp_backend.h),
   // the only way to run a model loaded for one rank.
   virtual bool tensor_parallel() const { return false; }
+  // The kernels of this process alone, for a model loaded whole next to a sharded one (a
+  // speculative draft model on the tensor-parallel leader).
+  virtual Backend& local() { return *this; }
 };
 
 struct BackendOptions {

@@ -60,6 +60,7 @@ class TpBackend final : public Backend {
   void attention(const AttentionArgs& a) override;
   const char* name() const override { return inner_->name(); }
   bool tensor_parallel() const override { return true; }
+  Backend& local() override { return *inner_; }
 
   // Rows [begin, end) of an n_out-row product that `rank` of `size` computes: whole units
   // (16-row panels; K/V heads), as evenly as they go.

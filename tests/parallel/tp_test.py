@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Tensor parallelism is bitwise: `mpirun -np N lift serve --tp N` answers exactly what one rank
 answers (text, token ids, logprobs and top-5 alternatives, greedy and seeded sampling), for
-every model in ../shared/models/archs and ../shared/models/quantized, at 2 and 4 ranks. And a
+every model in ../shared/models/archs and ../shared/models/quantized, at 2 and 4 ranks, and
+with speculative decoding (n-gram, draft model) at 2 ranks what one rank answers without. And a
 follower killed with SIGKILL, or stopped with SIGSTOP, ends the job instead of leaving a hung
 server; the follower of an idle server takes next to no CPU.
 
@@ -53,11 +54,11 @@ def post(port, body, timeout=300):
 def serve(lift, model, ranks, log, extra=()):
     port = free_port()
     cmd = [lift, "serve", "-m", model, "--host", "127.0.0.1", "--port", str(port), "-t", "1",
-           "--served-model-name", "m", "--max-seqs", "4", "-c", "256"]
+           "--served-model-name", "m", "--max-seqs", "4", "-c", "256"] + list(extra)
     if ranks > 1:
         cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
                "--mca", "mpi_yield_when_idle", "1", "-np", str(ranks)] + cmd + \
-            ["--tp", str(ranks)] + list(extra)
+            ["--tp", str(ranks)]
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=True)
     deadline = time.time() + 120
@@ -94,17 +95,25 @@ def stop(proc, ranks):
     return proc.returncode
 
 
-def answers(lift, model, ranks, work):
-    log_path = os.path.join(work, f"{os.path.basename(model)}-{ranks}.log")
+def accepted_tokens(port):
+    """lift:spec_decode_num_accepted_tokens_total from /metrics (summed over labels)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return sum(float(line.split()[-1]) for line in text.splitlines()
+               if line.startswith("lift:spec_decode_num_accepted_tokens_total"))
+
+
+def answers(lift, model, ranks, work, extra=(), requests=REQUESTS, tag="", accepted=None):
+    log_path = os.path.join(work, f"{os.path.basename(model)}-{ranks}{tag}.log")
     with open(log_path, "wb") as log:
-        proc, port = serve(lift, model, ranks, log)
+        proc, port = serve(lift, model, ranks, log, extra)
         if port is None:
             os.killpg(proc.pid, 9)
             proc.wait()
             fail(f"{model} with {ranks} ranks did not start:\n" + open(log_path).read()[-3000:])
         try:
             out = []
-            for body in REQUESTS:
+            for body in requests:
                 r = post(port, dict(body, model="m", prompt=PROMPT))
                 if len(r["choices"]) != body.get("n", 1):
                     fail(f"{model}: {len(r['choices'])} choices for n = {body.get('n', 1)}")
@@ -113,6 +122,8 @@ def answers(lift, model, ranks, work):
                         fail(f"{model}: no logprobs in the answer {r}")
                     out.append({"text": c["text"], "logprobs": c["logprobs"],
                                 "finish_reason": c["finish_reason"]})
+            if accepted is not None:
+                accepted.append(accepted_tokens(port))
         finally:
             code = stop(proc, ranks)
         if code != 0:
@@ -196,6 +207,35 @@ def check_idle_follower(lift, model, work):
     print(f"tp_test: an idle server's follower used {100 * share:.1f}% of a core", flush=True)
 
 
+def check_speculation(lift, work):
+    """Speculation runs with tensor parallelism: n-gram lookup and a draft model (whole, on the
+    leader) at 2 ranks answer bitwise what one rank answers without speculation (greedy; n-gram
+    sampling too, as its proposals are point masses)."""
+    stories = os.path.join(SHARED, "stories260K")
+    model = os.path.join(stories, "stories260K.gguf")
+    # A prompt that repeats, so that n-gram lookup finds continuations.
+    prompt = "Tom had a red ball. Tom had a red ball. Tom had a red ball."
+    greedy = [{"max_tokens": 40, "temperature": 0, "logprobs": 3, "prompt": prompt}]
+    sampled = greedy + [{"max_tokens": 40, "temperature": 0.9, "seed": 3, "logprobs": 3,
+                         "prompt": prompt}]
+    plain = answers(lift, model, 1, work, ["--spec", "off"], sampled, "-plain")
+    cases = [(["--spec", "ngram", "--spec-tokens", "4", "--spec-fixed"], sampled, "-ngram"),
+             (["--spec", "draft", "--draft-model",
+               os.path.join(stories, "stories260K-draft-L4.gguf"), "--spec-tokens", "3",
+               "--spec-fixed"], greedy, "-draft")]
+    for extra, requests, tag in cases:
+        accepted = []
+        got = answers(lift, model, 2, work, extra, requests, tag, accepted)
+        if not accepted or accepted[0] <= 0:
+            fail(f"--tp 2 {' '.join(extra)}: no draft token was accepted: nothing speculated")
+        for i, (a, b) in enumerate(zip(plain, got)):
+            if a != b:
+                fail(f"--tp 2 {' '.join(extra)}: request {i} differs from one rank without "
+                     f"speculation:\n  plain: {json.dumps(a)[:600]}\n  spec: {json.dumps(b)[:600]}")
+        print(f"tp_test: --tp 2 {tag[1:]} speculation ({accepted[0]:.0f} draft tokens accepted) "
+              f"bitwise one rank's plain answers", flush=True)
+
+
 def main():
     if len(sys.argv) < 2:
         fail("usage: tp_test.py LIFT_BINARY [MODEL ...]")
@@ -220,6 +260,7 @@ def main():
                              f"{json.dumps(b)[:600]}")
             print(f"tp_test: {os.path.basename(model)}: 2 and 4 ranks bitwise one rank's "
                   f"({time.time() - t0:.1f} s)", flush=True)
+        check_speculation(lift, work)
         check_idle_follower(lift, models[0], work)
         check_lost_follower(lift, models[0], work, signal.SIGKILL)
         check_lost_follower(lift, models[0], work, signal.SIGSTOP)
