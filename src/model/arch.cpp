@@ -9,9 +9,14 @@ namespace {
 // Facts from the published model definitions (Hugging Face transformers) and llama.cpp's GGUF
 // conventions, checked against llama.cpp's outputs where ../shared/models/archs has a file.
 constexpr std::array kArchs = {
-    ArchSpec{.name = "llama", .rope_freqs = true},
+    ArchSpec{.name = "llama", .rope_freqs = true, .experts = true},
     ArchSpec{.name = "qwen2", .rope = RopeStyle::neox, .qkv_bias = true},
     ArchSpec{.name = "qwen3", .rope = RopeStyle::neox, .qk_norm = true},
+    ArchSpec{.name = "qwen3moe",
+             .rope = RopeStyle::neox,
+             .qk_norm = true,
+             .experts = true,
+             .moe_only = true},
     ArchSpec{.name = "phi3",
              .rope = RopeStyle::neox,
              .fused_qkv = true,

@@ -44,6 +44,11 @@ struct ArchSpec {
   // Optional rope_factors_long.weight and rope_factors_short.weight (Phi-3's LongRoPE): one of
   // them divides the frequencies, by the context the engine runs with.
   bool rope_factor_sets = false;
+  // Mixture-of-experts FFNs where {arch}.expert_count > 0 (Mixtral's llama files, Qwen3-MoE):
+  // a router picks expert_used_count of expert_count SwiGLU experts per token, weighted by
+  // their softmax probabilities renormalized over the chosen ones. moe_only: always.
+  bool experts = false;
+  bool moe_only = false;
   WindowLayers window = WindowLayers::none;
   int window_pattern = 0;        // WindowLayers::pattern's n
   float local_rope_base = 0.0f;  // >0: sliding layers use this base, unscaled (Gemma 3)

@@ -37,15 +37,33 @@ const gguf::TensorInfo& expect(const gguf::File& f, const std::string& name, uin
   return t;
 }
 
-Matrix matrix(const gguf::File& f, const std::string& name, uint64_t n_in, uint64_t n_out) {
-  const gguf::TensorInfo& t = expect(f, name, n_in, n_out);
+void check_type(const gguf::File& f, const std::string& name, const gguf::TensorInfo& t) {
   if (!ggml_type_supported(t.type)) {
     throw Error(f.path() + ": tensor '" + name + "' has type " +
                 std::string(ggml_type_name(t.type)) +
                 ", which lift cannot compute with yet (supported: F32, F16, BF16, Q8_0, Q4_0, "
                 "Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)");
   }
+}
+
+Matrix matrix(const gguf::File& f, const std::string& name, uint64_t n_in, uint64_t n_out) {
+  const gguf::TensorInfo& t = expect(f, name, n_in, n_out);
+  check_type(f, name, t);
   return Matrix{t.type, t.data, n_in, n_out, ggml_row_bytes(t.type, n_in)};
+}
+
+// A stack of n_mat matrices [n_mat][n_out][n_in] (the experts' *_exps tensors), as one matrix
+// of n_mat * n_out rows: matrix e is rows [e * n_out, (e + 1) * n_out).
+Matrix stacked(const gguf::File& f, const std::string& name, uint64_t n_in, uint64_t n_out,
+               uint64_t n_mat) {
+  const gguf::TensorInfo& t = f.tensor(name);
+  if (t.n_dims != 3 || t.ne[0] != n_in || t.ne[1] != n_out || t.ne[2] != n_mat) {
+    throw Error(f.path() + ": tensor '" + name + "' has shape " + shape_str(t) + ", expected [" +
+                std::to_string(n_in) + ", " + std::to_string(n_out) + ", " + std::to_string(n_mat) +
+                "] from the model's metadata");
+  }
+  check_type(f, name, t);
+  return Matrix{t.type, t.data, n_in, n_out * n_mat, ggml_row_bytes(t.type, n_in)};
 }
 
 std::vector<float> vector_f32(const gguf::File& f, const std::string& name, uint64_t n) {
@@ -79,6 +97,10 @@ std::unique_ptr<LlamaModel> LlamaModel::from_file(gguf::File file, TpShard shard
 
 LlamaModel::LlamaModel(gguf::File file, TpShard shard) : file_(std::move(file)), shard_(shard) {
   cfg_ = ModelConfig::from_gguf(file_);
+  if (cfg_.n_experts > 0 && !shard_.whole()) {
+    throw Error(file_.path() +
+                ": mixture-of-experts models do not run with tensor parallelism (--tp) yet");
+  }
   const uint64_t dim = static_cast<uint64_t>(cfg_.dim);
   const uint64_t vocab = static_cast<uint64_t>(cfg_.n_vocab);
   token_embd_ = matrix(file_, "token_embd.weight", dim, vocab);
@@ -101,17 +123,21 @@ LlamaModel::LlamaModel(gguf::File file, TpShard shard) : file_(std::move(file)),
       if (t.name.rfind(p, 0) != 0) continue;
       const std::string_view rest = t.name.substr(p.size());
       const auto& s = cfg_.spec;
-      known = rest == "attn_norm.weight" || rest == "attn_output.weight" ||
-              rest == "ffn_norm.weight" || rest == "ffn_up.weight" || rest == "ffn_down.weight" ||
-              (s.fused_qkv ? rest == "attn_qkv.weight"
-                           : (rest == "attn_q.weight" || rest == "attn_k.weight" ||
-                              rest == "attn_v.weight")) ||
-              (!s.fused_up && rest == "ffn_gate.weight") ||
-              (s.qkv_bias &&
-               (rest == "attn_q.bias" || rest == "attn_k.bias" || rest == "attn_v.bias")) ||
-              (s.qk_norm && (rest == "attn_q_norm.weight" || rest == "attn_k_norm.weight")) ||
-              (s.post_norms &&
-               (rest == "post_attention_norm.weight" || rest == "post_ffw_norm.weight"));
+      const bool moe = cfg_.n_experts > 0;
+      known =
+          rest == "attn_norm.weight" || rest == "attn_output.weight" || rest == "ffn_norm.weight" ||
+          (moe ? (rest == "ffn_gate_inp.weight" || rest == "ffn_gate_exps.weight" ||
+                  rest == "ffn_up_exps.weight" || rest == "ffn_down_exps.weight")
+               : (rest == "ffn_up.weight" || rest == "ffn_down.weight" ||
+                  (!s.fused_up && rest == "ffn_gate.weight"))) ||
+          (s.fused_qkv
+               ? rest == "attn_qkv.weight"
+               : (rest == "attn_q.weight" || rest == "attn_k.weight" || rest == "attn_v.weight")) ||
+          (s.qkv_bias &&
+           (rest == "attn_q.bias" || rest == "attn_k.bias" || rest == "attn_v.bias")) ||
+          (s.qk_norm && (rest == "attn_q_norm.weight" || rest == "attn_k_norm.weight")) ||
+          (s.post_norms &&
+           (rest == "post_attention_norm.weight" || rest == "post_ffw_norm.weight"));
     }
     if (!known) {
       throw Error(file_.path() + ": tensor '" + std::string(t.name) +
@@ -144,7 +170,19 @@ void LlamaModel::load_layer(int l) {
     w.wv = matrix(file_, p + "attn_v.weight", dim, kvd);
   }
   w.wo = matrix(file_, p + "attn_output.weight", qd, dim);
-  if (s.fused_up) {
+  if (cfg_.n_experts > 0) {
+    const uint64_t ne = static_cast<uint64_t>(cfg_.n_experts),
+                   eff = static_cast<uint64_t>(cfg_.expert_ffn_dim);
+    w.router = matrix(file_, p + "ffn_gate_inp.weight", dim, ne);
+    const Matrix gate = stacked(file_, p + "ffn_gate_exps.weight", dim, eff, ne);
+    const Matrix up = stacked(file_, p + "ffn_up_exps.weight", dim, eff, ne);
+    const Matrix down = stacked(file_, p + "ffn_down_exps.weight", eff, dim, ne);
+    for (uint64_t e = 0; e < ne; ++e) {
+      w.e_gate.push_back(rows_of(gate, e * eff, eff));
+      w.e_up.push_back(rows_of(up, e * eff, eff));
+      w.e_down.push_back(rows_of(down, e * dim, dim));
+    }
+  } else if (s.fused_up) {
     const Matrix up = matrix(file_, p + "ffn_up.weight", dim, 2 * ffn);
     w.w_gate = rows_of(up, 0, ffn);
     w.w_up = rows_of(up, ffn, ffn);
@@ -152,7 +190,7 @@ void LlamaModel::load_layer(int l) {
     w.w_gate = matrix(file_, p + "ffn_gate.weight", dim, ffn);
     w.w_up = matrix(file_, p + "ffn_up.weight", dim, ffn);
   }
-  w.w_down = matrix(file_, p + "ffn_down.weight", ffn, dim);
+  if (cfg_.n_experts == 0) w.w_down = matrix(file_, p + "ffn_down.weight", ffn, dim);
   if (s.qkv_bias) {
     w.bq = vector_f32(file_, p + "attn_q.bias", qd);
     w.bk = vector_f32(file_, p + "attn_k.bias", kvd);
@@ -239,7 +277,12 @@ void LlamaModel::set_context_length(size_t max_len) {
 void LlamaModel::pack_weights() {
   std::vector<Matrix*> todo{&output_};
   for (LayerWeights& w : layers_) {
-    for (Matrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) todo.push_back(m);
+    for (Matrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down, &w.router}) {
+      if (m->data != nullptr) todo.push_back(m);
+    }
+    for (auto* es : {&w.e_gate, &w.e_up, &w.e_down}) {
+      for (Matrix& m : *es) todo.push_back(&m);
+    }
   }
   std::erase_if(todo, [](const Matrix* m) { return !kernels::panel_supported(m->type); });
   // Matrices pack independently: spread them over the cores (one core repacks an 8B model's
@@ -290,6 +333,72 @@ void LlamaModel::pack_weights() {
   }
 }
 
+void LlamaModel::moe_ffn(Backend& be, const LayerWeights& w, Rows rows) {
+  const size_t n = rows.n, dim = static_cast<size_t>(cfg_.dim);
+  const size_t ne = static_cast<size_t>(cfg_.n_experts),
+               used = static_cast<size_t>(cfg_.n_experts_used),
+               eff = static_cast<size_t>(cfg_.expert_ffn_dim);
+  be.matmul(w.router, xn_.data(), rows, router_logits_.data());
+  for (auto& s : expert_slots_) s.clear();
+  // Per token: its `used` experts by router logit (ties to the lower index; NaN never wins
+  // over a number), weighted by their softmax probabilities renormalized over the chosen ones
+  // (Mixtral, Qwen3-MoE), in double. Only the token's own logits decide: batch-invariant.
+  for (size_t i = 0; i < n; ++i) {
+    const float* lg = router_logits_.data() + i * ne;
+    int32_t* ex = slot_expert_.data() + i * used;
+    for (size_t j = 0; j < used; ++j) {
+      int32_t best = -1;
+      for (size_t e = 0; e < ne; ++e) {
+        if (std::find(ex, ex + j, static_cast<int32_t>(e)) != ex + j) continue;
+        if (best < 0 || lg[e] > lg[best] || (std::isnan(lg[best]) && !std::isnan(lg[e]))) {
+          best = static_cast<int32_t>(e);
+        }
+      }
+      ex[j] = best;
+    }
+    double p[64], sum = 0.0;  // used <= 64 (ModelConfig)
+    for (size_t j = 0; j < used; ++j) {
+      p[j] = std::exp(static_cast<double>(lg[ex[j]]) - static_cast<double>(lg[ex[0]]));
+      sum += p[j];
+    }
+    for (size_t j = 0; j < used; ++j) {
+      slot_weight_[i * used + j] = static_cast<float>(p[j] / sum);
+      expert_slots_[static_cast<size_t>(ex[j])].push_back(static_cast<uint32_t>(i * used + j));
+    }
+  }
+  // Each chosen expert once, over its tokens in batch order (prompt rows first, as the batch).
+  for (size_t e = 0; e < ne; ++e) {
+    const std::vector<uint32_t>& slots = expert_slots_[e];
+    if (slots.empty()) continue;
+    const size_t m = slots.size();
+    size_t m_prompt = 0;
+    for (size_t r = 0; r < m; ++r) {
+      const size_t token = slots[r] / used;
+      m_prompt += token < rows.n_prompt;
+      std::memcpy(moe_x_.data() + r * dim, xn_.data() + token * dim, dim * sizeof(float));
+    }
+    const Rows er{m, m_prompt};
+    const Matrix* ws[] = {&w.e_gate[e], &w.e_up[e]};
+    float* ys[] = {gate_.data(), up_.data()};
+    be.matmul_many(ws, ys, 2, moe_x_.data(), er);
+    be.swiglu(gate_.data(), up_.data(), m * eff, hidden_.data());
+    be.matmul(w.e_down[e], hidden_.data(), er, moe_y_.data());
+    for (size_t r = 0; r < m; ++r) {
+      std::memcpy(slot_out_.data() + slots[r] * dim, moe_y_.data() + r * dim, dim * sizeof(float));
+    }
+  }
+  // The weighted sum, the token's slots in order.
+  for (size_t i = 0; i < n; ++i) {
+    float* out = proj_.data() + i * dim;
+    for (size_t d = 0; d < dim; ++d) out[d] = 0.0f;
+    for (size_t j = 0; j < used; ++j) {
+      const float wj = slot_weight_[i * used + j];
+      const float* y = slot_out_.data() + (i * used + j) * dim;
+      for (size_t d = 0; d < dim; ++d) out[d] += wj * y[d];
+    }
+  }
+}
+
 void LlamaModel::ensure_workspace(size_t n) {
   if (n <= capacity_) return;
   const size_t dim = static_cast<size_t>(cfg_.dim), kv = static_cast<size_t>(cfg_.kv_dim());
@@ -304,6 +413,21 @@ void LlamaModel::ensure_workspace(size_t n) {
   gate_.resize(n * ffn);
   up_.resize(n * ffn);
   hidden_.resize(n * ffn);
+  if (cfg_.n_experts > 0) {
+    const size_t ne = static_cast<size_t>(cfg_.n_experts),
+                 used = static_cast<size_t>(cfg_.n_experts_used),
+                 eff = static_cast<size_t>(cfg_.expert_ffn_dim);
+    router_logits_.resize(n * ne);
+    slot_weight_.resize(n * used);
+    slot_expert_.resize(n * used);
+    slot_out_.resize(n * used * dim);
+    moe_x_.resize(n * dim);
+    moe_y_.resize(n * dim);
+    gate_.resize(n * std::max(ffn, eff));
+    up_.resize(n * std::max(ffn, eff));
+    hidden_.resize(n * std::max(ffn, eff));
+    expert_slots_.resize(ne);
+  }
   n_ctx_.resize(n);
   for (auto& cs : rope_cs_) cs.resize(n * static_cast<size_t>(cfg_.rope_dim));
   capacity_ = n;
@@ -411,17 +535,19 @@ void LlamaModel::forward(Backend& be, const ForwardBatch& batch, KvCache& kv, fl
     for (size_t i = 0; i < n * dim; ++i) x_[i] += proj_[i];
 
     be.rmsnorm(x_.data(), w.ffn_norm.data(), n, dim, cfg_.rms_eps, xn_.data());
-    {
+    if (cfg_.n_experts > 0) {
+      moe_ffn(be, w, rows);
+    } else {
       const Matrix* ws[] = {&w.w_gate, &w.w_up};
       float* ys[] = {gate_.data(), up_.data()};
       be.matmul_many(ws, ys, 2, xn_.data(), rows);
+      if (spec.act == Activation::gelu_tanh) {
+        be.geglu(gate_.data(), up_.data(), n * ffn, hidden_.data());
+      } else {
+        be.swiglu(gate_.data(), up_.data(), n * ffn, hidden_.data());
+      }
+      be.matmul(w.w_down, hidden_.data(), rows, proj_.data());
     }
-    if (spec.act == Activation::gelu_tanh) {
-      be.geglu(gate_.data(), up_.data(), n * ffn, hidden_.data());
-    } else {
-      be.swiglu(gate_.data(), up_.data(), n * ffn, hidden_.data());
-    }
-    be.matmul(w.w_down, hidden_.data(), rows, proj_.data());
     if (spec.post_norms) {
       be.rmsnorm(proj_.data(), w.post_ffn_norm.data(), n, dim, cfg_.rms_eps, proj_.data());
     }

@@ -26,6 +26,10 @@ struct LayerWeights {
   std::vector<float> bq, bk, bv;                     // ArchSpec::qkv_bias
   std::vector<float> q_norm, k_norm;                 // ArchSpec::qk_norm: [head_dim]
   std::vector<float> post_attn_norm, post_ffn_norm;  // ArchSpec::post_norms
+  // Mixture of experts (ModelConfig::n_experts > 0), instead of w_gate/w_up/w_down: the router
+  // [n_experts x dim] and each expert's products, views of the *_exps tensors' rows.
+  Matrix router;
+  std::vector<Matrix> e_gate, e_up, e_down;
 };
 
 class LlamaModel {
@@ -60,6 +64,8 @@ class LlamaModel {
   // layout (the embedding table keeps its rows: lookups read it by row).
   void pack_weights();
   void load_layer(int l);
+  // The FFN of a mixture-of-experts layer: xn_ [n][dim] in, proj_ [n][dim] out.
+  void moe_ffn(Backend& be, const LayerWeights& w, Rows rows);
   // Fills inv_freq_: the global layers' frequencies and, for architectures with local rope,
   // the sliding layers'.
   void init_rope();
@@ -82,6 +88,11 @@ class LlamaModel {
   // Activations, sized for the largest batch seen so far.
   size_t capacity_ = 0;
   std::vector<float> x_, xn_, q_, k_, v_, att_, proj_, gate_, up_, hidden_;
+  // Mixture of experts: router logits [n][experts]; per token and slot (its j-th expert) the
+  // expert, its weight and its output [n][used][dim]; one expert's rows gathered.
+  std::vector<float> router_logits_, slot_weight_, slot_out_, moe_x_, moe_y_;
+  std::vector<int32_t> slot_expert_;
+  std::vector<std::vector<uint32_t>> expert_slots_;  // per expert: token * used + slot
   std::vector<int32_t> n_ctx_;
   std::vector<float> rope_cs_[2];  // per token: cos, sin of each rotated pair (by inv_freq_)
 };

@@ -59,9 +59,18 @@ float read_rope_scaling(const gguf::File& f, const std::string& p, int context_l
 
 // Metadata a file may carry that would change the function in ways lift does not compute.
 void refuse_unsupported(const gguf::File& f, const ModelConfig& c, const std::string& p) {
-  if (f.get_int(p + "expert_count").value_or(0) > 0) {
+  if (!c.spec.experts && f.get_int(p + "expert_count").value_or(0) > 0) {
     throw Error(f.path() + ": metadata '" + p +
-                "expert_count': mixture-of-experts models are not supported");
+                "expert_count': mixture-of-experts models of "
+                "architecture '" +
+                c.arch +
+                "' are not supported (lift runs them for llama and "
+                "qwen3moe)");
+  }
+  if (f.get_int(p + "expert_shared_count").value_or(0) > 0) {
+    throw Error(f.path() + ": metadata '" + p +
+                "expert_shared_count': shared experts are not "
+                "supported");
   }
   if (!c.spec.softcaps) {
     for (const char* k : {"attn_logit_softcapping", "final_logit_softcapping"}) {
@@ -185,6 +194,17 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
     throw Error(f.path() + ": layer_norm_rms_epsilon is out of range");
   }
   refuse_unsupported(f, c, p);
+  if (c.spec.experts && f.get_int(p + "expert_count").value_or(0) > 0) {
+    c.n_experts = static_cast<int>(require_int(f, p + "expert_count", 1, 1 << 12));
+    c.n_experts_used = static_cast<int>(
+        require_int(f, p + "expert_used_count", 1, std::min<int64_t>(c.n_experts, 64)));
+    c.expert_ffn_dim =
+        f.get_int(p + "expert_feed_forward_length")
+            ? static_cast<int>(require_int(f, p + "expert_feed_forward_length", 1, 1 << 20))
+            : c.ffn_dim;
+  } else if (c.spec.moe_only) {
+    throw Error(f.path() + ": missing metadata key '" + p + "expert_count'");
+  }
   const bool large_gemma =
       c.spec.query_scale == QueryScale::gemma && c.n_layers == c.spec.gemma_large_layers;
   const int scale_dim = large_gemma ? c.dim / c.n_heads : c.head_dim;

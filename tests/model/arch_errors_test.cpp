@@ -123,10 +123,30 @@ TEST(ArchErrors, MissingQkNorm) {
 }
 
 TEST(ArchErrors, MixtureOfExperts) {
+  // Experts where the architecture has none; a llama file asking for experts but missing their
+  // count in use or their tensors; shared experts; qwen3moe without experts.
+  test::TinyArch q;
+  q.arch = "qwen2";
+  q.qk_norm = false;
+  auto g = test::tiny_writer(q, test::tiny_weights(q));
+  g.set_u32("qwen2.expert_count", 8);
+  expect_refused(g, "mixture-of-experts models of architecture 'qwen2'");
   const auto a = llama();
-  auto g = test::tiny_writer(a, test::tiny_weights(a));
-  g.set_u32("llama.expert_count", 8);
-  expect_refused(g, "expert_count");
+  auto l = test::tiny_writer(a, test::tiny_weights(a));
+  l.set_u32("llama.expert_count", 8);
+  expect_refused(l, "llama.expert_used_count");
+  l.set_u32("llama.expert_used_count", 2);
+  expect_refused(l, "ffn_gate_inp.weight");
+  test::TinyArch m = llama();
+  m.experts = 4;
+  m.experts_used = 2;
+  m.expert_ffn = 16;
+  auto s = test::tiny_writer(m, test::tiny_weights(m));
+  s.set_u32("llama.expert_shared_count", 1);
+  expect_refused(s, "shared experts");
+  test::TinyArch d;
+  d.arch = "qwen3moe";
+  expect_refused(test::tiny_writer(d, test::tiny_weights(d)), "qwen3moe.expert_count");
 }
 
 TEST(ArchErrors, SoftCappingOnAnArchitectureWithout) {

@@ -40,6 +40,24 @@ std::vector<float> lift_logits(LlamaModel& m, Backend& be, const std::vector<int
 
 std::vector<float> to_float(const std::vector<double>& v) { return {v.begin(), v.end()}; }
 
+// The prompt in uneven chunks, then decode steps: the last logits bitwise those of one pass.
+void expect_chunks_bitwise(LlamaModel& model, Backend& be, const std::vector<int32_t>& toks,
+                           const std::vector<float>& one_pass) {
+  const size_t n_tokens = toks.size(), vocab = static_cast<size_t>(model.config().n_vocab);
+  KvCache kv(model.config(), (n_tokens + 3) / 4, 4);
+  test::TestSequence s;
+  s.tokens = toks;
+  test::assign_blocks(s, 0, (n_tokens + 3) / 4);
+  s.n_prompt = n_tokens - 3;
+  std::vector<float> last;
+  for (size_t take : {size_t{5}, size_t{9}, n_tokens - 17, size_t{1}, size_t{1}, size_t{1}}) {
+    last = test::step(model, be, kv, {&s}, {take})[0];
+  }
+  ASSERT_EQ(s.cached, n_tokens);
+  EXPECT_TRUE(test::bitwise_equal(
+      last, std::vector<float>(one_pass.end() - static_cast<ptrdiff_t>(vocab), one_pass.end())));
+}
+
 struct Feature {
   const char* name;
   void (*drop)(test::TinyArch&);
@@ -69,19 +87,7 @@ void check_arch(const test::TinyArch& a, const std::vector<Feature>& features, s
         << "the oracle without " << f.name << " still agrees: the test would not see it";
   }
 
-  // Prompt in uneven chunks, then decode steps: the last logits bitwise those of one pass.
-  KvCache kv(model->config(), (n_tokens + 3) / 4, 4);
-  test::TestSequence s;
-  s.tokens = toks;
-  test::assign_blocks(s, 0, (n_tokens + 3) / 4);
-  s.n_prompt = n_tokens - 3;
-  std::vector<float> last;
-  for (size_t take : {size_t{5}, size_t{9}, n_tokens - 17, size_t{1}, size_t{1}, size_t{1}}) {
-    last = test::step(*model, *cpu, kv, {&s}, {take})[0];
-  }
-  ASSERT_EQ(s.cached, n_tokens);
-  EXPECT_TRUE(test::bitwise_equal(
-      last, std::vector<float>(got.end() - static_cast<ptrdiff_t>(vocab), got.end())));
+  expect_chunks_bitwise(*model, *cpu, toks, got);
 }
 
 TEST(ArchSynthetic, Qwen3MatchesFloat64Oracle) {
@@ -150,6 +156,53 @@ TEST(ArchSynthetic, Phi3LongRopeMatchesFloat64Oracle) {
                 {"the short factors (none)", [](test::TinyArch& x) { x.longrope = false; }}},
                40, 64);
   }
+}
+
+// Mixture of experts: Qwen3-MoE (every layer) and Mixtral (a llama file with expert_count).
+TEST(ArchSynthetic, MixtureOfExpertsMatchesFloat64Oracle) {
+  for (const char* arch : {"qwen3moe", "llama"}) {
+    SCOPED_TRACE(arch);
+    test::TinyArch a;
+    a.arch = arch;
+    a.experts = 6;
+    a.experts_used = 2;
+    a.expert_ffn = 24;
+    if (a.arch == "llama") {
+      a.qk_norm = false;
+      a.neox = false;
+      a.head_dim = 8;
+    }
+    check_arch(
+        a,
+        {{"the renormalization of the chosen experts' weights",
+          [](test::TinyArch& x) { x.moe_renormalize = false; }},
+         {"the second expert (one per token)", [](test::TinyArch& x) { x.experts_used = 1; }},
+         {"the routing (the first experts always)",
+          [](test::TinyArch& x) { x.experts_used = x.experts; }}},
+        40);
+  }
+}
+
+// Quantized experts (Q8_0 panels, 8-bit activations): the fast kernels against the reference
+// backend within the exactness tolerance, and chunking-invariant bitwise.
+TEST(ArchSynthetic, QuantizedExpertsMatchReference) {
+  test::TinyArch a;
+  a.arch = "qwen3moe";
+  a.head_dim = 16;
+  a.experts = 6;
+  a.experts_used = 2;
+  a.expert_ffn = 32;
+  a.matrix_type = GgmlType::Q8_0;
+  auto model =
+      LlamaModel::load(test::write_tiny(test::tiny_writer(a, test::tiny_weights(a)), "moe-q8"));
+  const auto toks = some_tokens(40, a.vocab, 3);
+  ThreadPool pool(2);
+  auto cpu = make_cpu_backend(pool, BackendOptions{});
+  auto ref = make_reference_backend(BackendOptions{});
+  const std::vector<float> got = lift_logits(*model, *cpu, toks);
+  EXPECT_TRUE(test::within_tolerance(got, lift_logits(*model, *ref, toks), toks.size(),
+                                     static_cast<size_t>(a.vocab)));
+  expect_chunks_bitwise(*model, *cpu, toks, got);
 }
 
 // Gemma 1: embedding scale, GeGLU, NEOX rope, heads wider than dim / heads.

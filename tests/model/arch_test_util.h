@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gguf/gguf_writer.h"
+#include "kernels/quantize.h"
 #include "temp_file.h"
 
 namespace lift::test {
@@ -42,9 +43,14 @@ struct TinyArch {
   int longrope_orig_ctx = 0;
   float longrope_attn = 0.0f;
   bool longrope_long = false;
-  int window = 0;            // sliding_window
-  int window_pattern = 0;    // layer l global iff (l + 1) % pattern == 0; 0: all slide
-  bool pattern_key = false;  // write window_pattern as attention.sliding_window_pattern
+  // Mixture of experts: `experts` SwiGLU experts of width expert_ffn, `experts_used` per token
+  // (0: a dense FFN). The oracle renormalizes the chosen probabilities unless told not to.
+  int experts = 0, experts_used = 0, expert_ffn = 0;
+  bool moe_renormalize = true;
+  GgmlType matrix_type = GgmlType::F32;  // the file's matrices (rows quantized by lift's codec)
+  int window = 0;                        // sliding_window
+  int window_pattern = 0;                // layer l global iff (l + 1) % pattern == 0; 0: all slide
+  bool pattern_key = false;              // write window_pattern as attention.sliding_window_pattern
   bool neox = true;
   bool qk_norm = true;
   bool qkv_bias = false;
@@ -90,9 +96,17 @@ inline Weights tiny_weights(const TinyArch& a) {
     mat(p + "attn_k.weight", a.dim, kvd, 3.0f);
     mat(p + "attn_v.weight", a.dim, kvd, 1.0f);
     mat(p + "attn_output.weight", qd, a.dim, 1.0f);
-    mat(p + "ffn_gate.weight", a.dim, a.ffn, 1.0f);
-    mat(p + "ffn_up.weight", a.dim, a.ffn, 1.0f);
-    mat(p + "ffn_down.weight", a.ffn, a.dim, 1.0f);
+    if (a.experts > 0) {
+      // Stacks [expert][n_out][n_in]; the router's logits spread wide enough to rank clearly.
+      mat(p + "ffn_gate_inp.weight", a.dim, a.experts, 3.0f);
+      mat(p + "ffn_gate_exps.weight", a.dim, a.expert_ffn * a.experts, 1.0f);
+      mat(p + "ffn_up_exps.weight", a.dim, a.expert_ffn * a.experts, 1.0f);
+      mat(p + "ffn_down_exps.weight", a.expert_ffn, a.dim * a.experts, 1.0f);
+    } else {
+      mat(p + "ffn_gate.weight", a.dim, a.ffn, 1.0f);
+      mat(p + "ffn_up.weight", a.dim, a.ffn, 1.0f);
+      mat(p + "ffn_down.weight", a.ffn, a.dim, 1.0f);
+    }
     if (a.qk_norm) {
       norm(p + "attn_q_norm.weight", a.head_dim);
       norm(p + "attn_k_norm.weight", a.head_dim);
@@ -142,6 +156,11 @@ inline gguf::Writer tiny_writer(const TinyArch& a, const Weights& w) {
     g.set_f32(p + "rope.scaling.factor", a.yarn_factor);
     g.set_u32(p + "rope.scaling.original_context_length", static_cast<uint32_t>(a.yarn_orig_ctx));
   }
+  if (a.experts > 0) {
+    g.set_u32(p + "expert_count", static_cast<uint32_t>(a.experts));
+    g.set_u32(p + "expert_used_count", static_cast<uint32_t>(a.experts_used));
+    g.set_u32(p + "expert_feed_forward_length", static_cast<uint32_t>(a.expert_ffn));
+  }
   if (a.pattern_key) {
     g.set_u32(p + "attention.sliding_window_pattern", static_cast<uint32_t>(a.window_pattern));
   }
@@ -174,12 +193,28 @@ inline gguf::Writer tiny_writer(const TinyArch& a, const Weights& w) {
       ne = {v.size()};
     } else {
       // n_in is the first dimension: the row length of every matrix.
+      const bool exps = name.find("_exps") != std::string::npos;
       const bool down = name.find("ffn_down") != std::string::npos;
       const bool out = name.find("attn_output") != std::string::npos;
       const uint64_t n_in = static_cast<uint64_t>(down  ? a.ffn
                                                   : out ? a.heads * a.head_dim
                                                         : a.dim);
       ne = {n_in, v.size() / n_in};
+      if (exps) {
+        const uint64_t e = static_cast<uint64_t>(a.experts);
+        ne = {exps && down ? static_cast<uint64_t>(a.expert_ffn) : n_in, 0, e};
+        ne[1] = v.size() / ne[0] / e;
+      }
+    }
+    if (ne.size() > 1 && a.matrix_type != GgmlType::F32) {
+      const size_t rows = v.size() / ne[0], row_bytes = ggml_row_bytes(a.matrix_type, ne[0]);
+      std::vector<uint8_t> bytes(rows * row_bytes);
+      for (size_t r = 0; r < rows; ++r) {
+        kernels::quantize_row(a.matrix_type, v.data() + r * ne[0], bytes.data() + r * row_bytes,
+                              ne[0]);
+      }
+      g.add_tensor(name, a.matrix_type, ne, std::move(bytes));
+      continue;
     }
     std::vector<uint8_t> bytes(v.size() * sizeof(float));
     std::memcpy(bytes.data(), v.data(), bytes.size());
@@ -323,18 +358,54 @@ inline std::vector<double> oracle_logits(const TinyArch& a, const Weights& w,
       if (a.post_norms) o = rmsnorm(o, at(p + "post_attention_norm.weight").data(), 0, dim);
       for (size_t i = 0; i < dim; ++i) x[t][i] += o[i];
       const Vec h = rmsnorm(x[t], at(p + "ffn_norm.weight").data(), 0, dim);
-      const Vec g = linear(at(p + "ffn_gate.weight"), h, ffn);
-      const Vec up = linear(at(p + "ffn_up.weight"), h, ffn);
-      Vec act(ffn);
-      for (size_t i = 0; i < ffn; ++i) {
-        const double z = g[i];
-        const double gate = a.gelu ? 0.5 * z *
-                                         (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) *
-                                                          (z + 0.044715 * z * z * z)))
-                                   : z / (1.0 + std::exp(-z));
-        act[i] = gate * up[i];
+      // One SwiGLU/GeGLU FFN of width `width` whose matrices start at the given offsets.
+      auto glu = [&](const std::string& gn, const std::string& un, const std::string& dn,
+                     size_t width, size_t e) {
+        const auto slice = [&](const std::string& name, size_t n_out, size_t n_in) {
+          const std::vector<float>& all = at(name);
+          return std::vector<float>(all.begin() + static_cast<ptrdiff_t>(e * n_out * n_in),
+                                    all.begin() + static_cast<ptrdiff_t>((e + 1) * n_out * n_in));
+        };
+        const Vec g = linear(slice(gn, width, dim), h, width);
+        const Vec up = linear(slice(un, width, dim), h, width);
+        Vec act(width);
+        for (size_t i = 0; i < width; ++i) {
+          const double z = g[i];
+          const double gate = a.gelu ? 0.5 * z *
+                                           (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) *
+                                                            (z + 0.044715 * z * z * z)))
+                                     : z / (1.0 + std::exp(-z));
+          act[i] = gate * up[i];
+        }
+        return linear(slice(dn, dim, width), act, dim);
+      };
+      Vec d(dim, 0.0);
+      if (a.experts > 0) {
+        // Mixtral / Qwen3-MoE routing: softmax over the router's logits, the experts_used most
+        // probable (ties to the lower index), their probabilities renormalized.
+        const size_t ne = static_cast<size_t>(a.experts);
+        const Vec logit = linear(at(p + "ffn_gate_inp.weight"), h, ne);
+        double mx = -INFINITY, z = 0.0;
+        for (double lv : logit) mx = std::max(mx, lv);
+        Vec prob(ne);
+        for (size_t e = 0; e < ne; ++e) z += (prob[e] = std::exp(logit[e] - mx));
+        for (double& pr : prob) pr /= z;
+        std::vector<size_t> order(ne);
+        for (size_t e = 0; e < ne; ++e) order[e] = e;
+        std::stable_sort(order.begin(), order.end(),
+                         [&](size_t lhs, size_t rhs) { return prob[lhs] > prob[rhs]; });
+        double chosen = 0.0;
+        for (int j = 0; j < a.experts_used; ++j) chosen += prob[order[static_cast<size_t>(j)]];
+        for (int j = 0; j < a.experts_used; ++j) {
+          const size_t e = order[static_cast<size_t>(j)];
+          const Vec y = glu(p + "ffn_gate_exps.weight", p + "ffn_up_exps.weight",
+                            p + "ffn_down_exps.weight", static_cast<size_t>(a.expert_ffn), e);
+          const double wgt = a.moe_renormalize ? prob[e] / chosen : prob[e];
+          for (size_t i = 0; i < dim; ++i) d[i] += wgt * y[i];
+        }
+      } else {
+        d = glu(p + "ffn_gate.weight", p + "ffn_up.weight", p + "ffn_down.weight", ffn, 0);
       }
-      Vec d = linear(at(p + "ffn_down.weight"), act, dim);
       if (a.post_norms) d = rmsnorm(d, at(p + "post_ffw_norm.weight").data(), 0, dim);
       for (size_t i = 0; i < dim; ++i) x[t][i] += d[i];
     }
