@@ -180,19 +180,25 @@ int run_model_bench(const ModelBenchOptions& o) {
   MachineProbe before, after;
   if (o.probes) before = probe_machine(pool);
 
-  // Bytes one decode step reads: every weight but the embedding table (one row of it),
-  // unless the output projection reuses it.
+  // Bytes one decode step of one sequence reads: every weight but the embedding table (one
+  // row of it), unless the output projection reuses it; of the experts' stacks, the
+  // experts_used its token runs. Parameters a prompt token multiplies: likewise.
   size_t step_bytes = 0, matmul_params = 0;
+  const double expert_share =
+      cfg.n_experts > 0 ? static_cast<double>(cfg.n_experts_used) / cfg.n_experts : 1.0;
   for (const auto& t : model->file().tensors()) {
     if (t.name == "token_embd.weight" && !model->tied_output()) continue;
-    step_bytes += t.n_bytes;
-    if (t.n_dims == 2 && t.name != "token_embd.weight" && t.name != "output.weight") {
-      matmul_params += t.n_elems;
+    const bool stack = t.n_dims == 3;
+    step_bytes +=
+        stack ? static_cast<size_t>(static_cast<double>(t.n_bytes) * expert_share) : t.n_bytes;
+    if (t.n_dims >= 2 && t.name != "token_embd.weight" && t.name != "output.weight") {
+      matmul_params +=
+          stack ? static_cast<size_t>(static_cast<double>(t.n_elems) * expert_share) : t.n_elems;
     }
   }
   GgmlType wtype = GgmlType::F32;
   for (const auto& t : model->file().tensors()) {
-    if (t.name == "blk.0.ffn_up.weight") wtype = t.type;
+    if (t.name == "blk.0.ffn_up.weight" || t.name == "blk.0.ffn_up_exps.weight") wtype = t.type;
   }
   const bool int8_path =
       kernels::act_format(wtype, !o.exact_activations) != kernels::ActFormat::f32;

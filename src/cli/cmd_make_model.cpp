@@ -55,6 +55,9 @@ Runner add_make_model(CLI::App& app) {
                 "Spread of attn_output and ffn_down relative to the other weights (small: later "
                 "layers refine, so make-draft's drafts agree)");
   c->add_option("--context", o->spec.context_length, "Context length");
+  c->add_option("--experts", o->spec.n_experts,
+                "Mixture of experts (Mixtral-style): experts per layer, each of --ffn width");
+  c->add_option("--experts-used", o->spec.n_experts_used, "Experts each token runs");
   c->add_option("--vocab-from", o->spec.vocab_from, "GGUF whose tokenizer metadata is copied");
   return [o] {
     if (o->spec.n_kv_heads <= 0) o->spec.n_kv_heads = o->spec.n_heads;

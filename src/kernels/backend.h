@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "gguf/ggml_type.h"
 
@@ -81,6 +82,14 @@ struct Rows {
   size_t n_prompt = 0;
 };
 
+// One product of a group (Backend::matmul_grouped): y = W x over its own activation rows.
+struct Product {
+  const Matrix* w = nullptr;
+  const float* x = nullptr;
+  Rows rows;
+  float* y = nullptr;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -92,6 +101,11 @@ class Backend {
   virtual void matmul_many(const Matrix* const* ws, float* const* ys, size_t n, const float* x,
                            Rows rows) {
     for (size_t i = 0; i < n; ++i) matmul(*ws[i], x, rows, ys[i]);
+  }
+  // Products of different activations (a mixture of experts' chosen experts, each over its own
+  // tokens), which a backend may run as one job. Each result is what matmul() gives.
+  virtual void matmul_grouped(std::span<const Product> ps) {
+    for (const Product& p : ps) matmul(*p.w, p.x, p.rows, p.y);
   }
   // Row r of the embedding table, dequantized, for each id.
   virtual void get_rows(const Matrix& table, const int32_t* ids, size_t n, float* out) = 0;

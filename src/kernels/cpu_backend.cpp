@@ -36,6 +36,55 @@ class CpuBackend final : public RowOpsBackend {
 
   // Prompt rows on AMX tiles where the weights allow (one packing of x for all of ws), then the
   // remaining rows as generated rows.
+  // Panel products of the same activation format: every product's rows quantized in one pool
+  // pass, then one dispatch over all their output columns. Anything else (stored rows, prompt
+  // rows bound for AMX, mixed formats) goes product by product.
+  void matmul_grouped(std::span<const Product> ps) override {
+    if (ps.empty()) return;
+    const kernels::ActFormat af = kernels::act_format(ps[0].w->type, opts_.quantize_activations);
+    const size_t n_in = ps[0].w->n_in;
+    bool fused = true;
+    for (const Product& p : ps) {
+      fused = fused && p.w->n_in == n_in && use_panel(*p.w, af) &&
+              kernels::act_format(p.w->type, opts_.quantize_activations) == af &&
+              !(p.rows.n_prompt > 0 && use_amx(*p.w));
+    }
+    if (!fused) return Backend::matmul_grouped(ps);
+    group_ws_.clear();
+    group_first_.assign(1, 0);
+    for (const Product& p : ps) {
+      group_ws_.push_back(p.w);
+      group_first_.push_back(group_first_.back() + p.rows.n);
+    }
+    const size_t total = group_first_.back();
+    const bool quantized = af != kernels::ActFormat::f32,
+               with_info = af == kernels::ActFormat::q8_0;
+    const size_t stride = quantized ? kernels::act_row_bytes(af, n_in) : 0;
+    const size_t nb = n_in / kernels::kQBlock;
+    if (quantized) {
+      if (act_buf_.size() < stride * total) act_buf_.resize(stride * total);
+      if (with_info && info_buf_.size() < nb * total) info_buf_.resize(nb * total);
+      uint8_t* buf = act_buf_.data();
+      kernels::ActBlockInfo* ib = with_info ? info_buf_.data() : nullptr;
+      pool_.parallel_for(total, [&](size_t r, int) {
+        size_t g = 0;
+        while (r >= group_first_[g + 1]) ++g;
+        const float* x = ps[g].x + (r - group_first_[g]) * n_in;
+        kernels::quantize_activation_row(af, x, n_in, buf + r * stride);
+        if (ib != nullptr) kernels::act_block_info(buf + r * stride, n_in, ib + r * nb);
+      });
+    }
+    panel_columns(group_ws_.data(), ps.size(), [&](size_t i, size_t o0, size_t o1) {
+      const Product& p = ps[i];
+      const size_t first = group_first_[i];
+      const void* act = quantized ? static_cast<const void*>(act_buf_.data() + first * stride)
+                                  : static_cast<const void*>(p.x);
+      const kernels::ActBlockInfo* info = with_info ? info_buf_.data() + first * nb : nullptr;
+      kernels::matmul_panels(*p.w->panel, act, quantized ? stride : n_in * sizeof(float), info,
+                             p.rows.n, p.y, p.w->n_out, o0, o1);
+    });
+  }
+
   void matmul_many(const Matrix* const* ws, float* const* ys, size_t n, const float* x,
                    Rows rows) override {
     size_t done = 0;
@@ -126,7 +175,8 @@ class CpuBackend final : public RowOpsBackend {
   template <class Fn>
   void panel_columns(const Matrix* const* ws, size_t n, Fn&& fn) {
     const size_t share = static_cast<size_t>(pool_.size());
-    size_t first_task[kMaxMany + 1] = {0};
+    first_task_.assign(n + 1, 0);
+    std::vector<size_t>& first_task = first_task_;
     task_rows_.clear();
     for (size_t i = 0; i < n; ++i) {
       size_t left = (ws[i]->n_out + kPanelTile - 1) / kPanelTile;  // in units of kPanelTile
@@ -279,7 +329,10 @@ class CpuBackend final : public RowOpsBackend {
   ThreadPool& pool_;
   BackendOptions opts_;
   static constexpr size_t kMaxMany = 4;
-  std::vector<size_t> task_rows_;  // panel_columns' task starts (kept: no allocation per step)
+  std::vector<size_t> task_rows_;   // panel_columns' task starts (kept: no allocation per step)
+  std::vector<size_t> first_task_;  // panel_columns: each matrix's first task
+  std::vector<const Matrix*> group_ws_;  // matmul_grouped's matrices
+  std::vector<size_t> group_first_;      // and each product's first row in act_buf_
   std::vector<uint8_t> act_buf_;
   std::unique_ptr<uint8_t, decltype(&std::free)> amx_buf_{nullptr, &std::free};
   size_t amx_capacity_ = 0;

@@ -366,7 +366,12 @@ void LlamaModel::moe_ffn(Backend& be, const LayerWeights& w, Rows rows) {
       expert_slots_[static_cast<size_t>(ex[j])].push_back(static_cast<uint32_t>(i * used + j));
     }
   }
-  // Each chosen expert once, over its tokens in batch order (prompt rows first, as the batch).
+  // Each chosen expert once, over its tokens in batch order (prompt rows first, as in the
+  // batch), all experts' rows side by side: gate and up of every expert as one grouped product,
+  // then every down projection as another.
+  products_.clear();
+  down_products_.clear();
+  size_t at = 0;
   for (size_t e = 0; e < ne; ++e) {
     const std::vector<uint32_t>& slots = expert_slots_[e];
     if (slots.empty()) continue;
@@ -375,25 +380,26 @@ void LlamaModel::moe_ffn(Backend& be, const LayerWeights& w, Rows rows) {
     for (size_t r = 0; r < m; ++r) {
       const size_t token = slots[r] / used;
       m_prompt += token < rows.n_prompt;
-      std::memcpy(moe_x_.data() + r * dim, xn_.data() + token * dim, dim * sizeof(float));
+      slot_pos_[slots[r]] = static_cast<uint32_t>(at + r);
+      std::memcpy(moe_x_.data() + (at + r) * dim, xn_.data() + token * dim, dim * sizeof(float));
     }
     const Rows er{m, m_prompt};
-    const Matrix* ws[] = {&w.e_gate[e], &w.e_up[e]};
-    float* ys[] = {gate_.data(), up_.data()};
-    be.matmul_many(ws, ys, 2, moe_x_.data(), er);
-    be.swiglu(gate_.data(), up_.data(), m * eff, hidden_.data());
-    be.matmul(w.e_down[e], hidden_.data(), er, moe_y_.data());
-    for (size_t r = 0; r < m; ++r) {
-      std::memcpy(slot_out_.data() + slots[r] * dim, moe_y_.data() + r * dim, dim * sizeof(float));
-    }
+    products_.push_back({&w.e_gate[e], moe_x_.data() + at * dim, er, gate_.data() + at * eff});
+    products_.push_back({&w.e_up[e], moe_x_.data() + at * dim, er, up_.data() + at * eff});
+    down_products_.push_back(
+        {&w.e_down[e], hidden_.data() + at * eff, er, moe_y_.data() + at * dim});
+    at += m;
   }
+  be.matmul_grouped(products_);
+  be.swiglu(gate_.data(), up_.data(), at * eff, hidden_.data());
+  be.matmul_grouped(down_products_);
   // The weighted sum, the token's slots in order.
   for (size_t i = 0; i < n; ++i) {
     float* out = proj_.data() + i * dim;
     for (size_t d = 0; d < dim; ++d) out[d] = 0.0f;
     for (size_t j = 0; j < used; ++j) {
       const float wj = slot_weight_[i * used + j];
-      const float* y = slot_out_.data() + (i * used + j) * dim;
+      const float* y = moe_y_.data() + slot_pos_[i * used + j] * dim;
       for (size_t d = 0; d < dim; ++d) out[d] += wj * y[d];
     }
   }
@@ -420,12 +426,14 @@ void LlamaModel::ensure_workspace(size_t n) {
     router_logits_.resize(n * ne);
     slot_weight_.resize(n * used);
     slot_expert_.resize(n * used);
-    slot_out_.resize(n * used * dim);
-    moe_x_.resize(n * dim);
-    moe_y_.resize(n * dim);
-    gate_.resize(n * std::max(ffn, eff));
-    up_.resize(n * std::max(ffn, eff));
-    hidden_.resize(n * std::max(ffn, eff));
+    slot_pos_.resize(n * used);
+    moe_x_.resize(n * used * dim);
+    moe_y_.resize(n * used * dim);
+    gate_.resize(n * std::max(ffn, used * eff));
+    up_.resize(n * std::max(ffn, used * eff));
+    hidden_.resize(n * std::max(ffn, used * eff));
+    products_.reserve(2 * ne);
+    down_products_.reserve(ne);
     expert_slots_.resize(ne);
   }
   n_ctx_.resize(n);

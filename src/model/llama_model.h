@@ -89,10 +89,13 @@ class LlamaModel {
   size_t capacity_ = 0;
   std::vector<float> x_, xn_, q_, k_, v_, att_, proj_, gate_, up_, hidden_;
   // Mixture of experts: router logits [n][experts]; per token and slot (its j-th expert) the
-  // expert, its weight and its output [n][used][dim]; one expert's rows gathered.
-  std::vector<float> router_logits_, slot_weight_, slot_out_, moe_x_, moe_y_;
+  // expert, its weight and its row among all experts' rows side by side (expert by expert),
+  // whose inputs are moe_x_ and outputs moe_y_ [n * used][dim].
+  std::vector<float> router_logits_, slot_weight_, moe_x_, moe_y_;
   std::vector<int32_t> slot_expert_;
+  std::vector<uint32_t> slot_pos_;
   std::vector<std::vector<uint32_t>> expert_slots_;  // per expert: token * used + slot
+  std::vector<Product> products_, down_products_;    // gate and up of each expert; down
   std::vector<int32_t> n_ctx_;
   std::vector<float> rope_cs_[2];  // per token: cos, sin of each rotated pair (by inv_freq_)
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -158,6 +159,9 @@ void write_synthetic_model(const SyntheticSpec& spec, const std::string& path) {
                                                             std::to_string(block) + " for " +
                                                             std::string(ggml_type_name(spec.type)));
   check(spec.rope_base > 0.0f, "rope_base must be positive");
+  check(spec.n_experts == 0 || (spec.n_experts_used > 0 && spec.n_experts_used <= spec.n_experts &&
+                                spec.n_experts_used <= 64 && spec.n_experts <= 4096),
+        "with experts, 0 < experts used <= min(experts, 64) and experts <= 4096");
   check(spec.residual_scale >= 0.0f && std::isfinite(spec.residual_scale),
         "residual_scale must be a finite non-negative number");
 
@@ -190,17 +194,28 @@ void write_synthetic_model(const SyntheticSpec& spec, const std::string& path) {
   w.set_f32("llama.rope.freq_base", spec.rope_base);
   w.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
   w.set_u32("llama.vocab_size", static_cast<uint32_t>(n_vocab));
+  if (spec.n_experts > 0) {
+    w.set_u32("llama.expert_count", static_cast<uint32_t>(spec.n_experts));
+    w.set_u32("llama.expert_used_count", static_cast<uint32_t>(spec.n_experts_used));
+  }
   for (const auto& [key, value] : vocab.metadata()) {
     if (key.starts_with("tokenizer.")) w.copy_value(key, value);
   }
 
   // Each weight tensor draws from its own seed, so its values do not depend on the others.
   uint64_t seed_state = spec.seed;
+  // A matrix [ne1][ne0], or a stack of `stack` of them (experts).
   auto weight = [&](const std::string& name, uint64_t ne0, uint64_t ne1, bool more_bits = false,
-                    float stddev = kWeightStd) {
+                    float stddev = kWeightStd, uint64_t stack = 0,
+                    std::optional<GgmlType> type = std::nullopt) {
     const uint64_t tensor_seed = splitmix64(seed_state);
-    const GgmlType t = spec.k_mix && more_bits ? GgmlType::Q6_K : spec.type;
-    w.add_tensor(name, t, {ne0, ne1}, WeightFill{t, ne0, ne1, tensor_seed, stddev});
+    const GgmlType t = type ? *type : spec.k_mix && more_bits ? GgmlType::Q6_K : spec.type;
+    if (stack > 0) {
+      w.add_tensor(name, t, {ne0, ne1, stack},
+                   WeightFill{t, ne0, ne1 * stack, tensor_seed, stddev});
+    } else {
+      w.add_tensor(name, t, {ne0, ne1}, WeightFill{t, ne0, ne1, tensor_seed, stddev});
+    }
   };
   auto norm = [&](const std::string& name) {
     w.add_tensor(name, GgmlType::F32, {dim}, [](uint8_t* dst, size_t n_bytes) {
@@ -219,9 +234,17 @@ void write_synthetic_model(const SyntheticSpec& spec, const std::string& path) {
     weight(p + "attn_v.weight", dim, kv_dim, more_bits);
     weight(p + "attn_output.weight", dim, dim, false, kWeightStd * spec.residual_scale);
     norm(p + "ffn_norm.weight");
-    weight(p + "ffn_gate.weight", dim, ffn);
-    weight(p + "ffn_up.weight", dim, ffn);
-    weight(p + "ffn_down.weight", ffn, dim, more_bits, kWeightStd * spec.residual_scale);
+    if (spec.n_experts > 0) {
+      const auto ne = static_cast<uint64_t>(spec.n_experts);
+      weight(p + "ffn_gate_inp.weight", dim, ne, false, kWeightStd, 0, GgmlType::F32);
+      weight(p + "ffn_gate_exps.weight", dim, ffn, false, kWeightStd, ne);
+      weight(p + "ffn_up_exps.weight", dim, ffn, false, kWeightStd, ne);
+      weight(p + "ffn_down_exps.weight", ffn, dim, more_bits, kWeightStd * spec.residual_scale, ne);
+    } else {
+      weight(p + "ffn_gate.weight", dim, ffn);
+      weight(p + "ffn_up.weight", dim, ffn);
+      weight(p + "ffn_down.weight", ffn, dim, more_bits, kWeightStd * spec.residual_scale);
+    }
   }
   norm("output_norm.weight");
   if (!spec.tied) weight("output.weight", dim, n_vocab, true);

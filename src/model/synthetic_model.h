@@ -31,6 +31,11 @@ struct SyntheticSpec {
   uint64_t seed = 0;
   int context_length = 4096;
   float rope_base = 10000;
+  // Mixture of experts (Mixtral-style): n_experts SwiGLU experts of width ffn per layer, as
+  // stacked *_exps tensors, n_experts_used per token; the router ffn_gate_inp stays F32, as
+  // llama-quantize leaves it. 0: dense FFNs.
+  int n_experts = 0;
+  int n_experts_used = 0;
   // Every tokenizer.* key is copied from this GGUF; the vocabulary size is its token count.
   std::string vocab_from = "../shared/models/vocab/ggml-vocab-llama-spm.gguf";
 };
