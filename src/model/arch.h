@@ -49,6 +49,10 @@ struct ArchSpec {
   // their softmax probabilities renormalized over the chosen ones. moe_only: always.
   bool experts = false;
   bool moe_only = false;
+  bool moe_renormalize = true;  // false: the chosen probabilities as they are (Qwen2-MoE)
+  // Qwen2-MoE's shared expert: a SwiGLU FFN (*_shexp, expert_shared_feed_forward_length wide)
+  // every token runs, scaled by sigmoid(ffn_gate_inp_shexp . x), added to the routed experts.
+  bool shared_expert = false;
   WindowLayers window = WindowLayers::none;
   int window_pattern = 0;        // WindowLayers::pattern's n
   float local_rope_base = 0.0f;  // >0: sliding layers use this base, unscaled (Gemma 3)

@@ -127,7 +127,10 @@ LlamaModel::LlamaModel(gguf::File file, TpShard shard) : file_(std::move(file)),
       known =
           rest == "attn_norm.weight" || rest == "attn_output.weight" || rest == "ffn_norm.weight" ||
           (moe ? (rest == "ffn_gate_inp.weight" || rest == "ffn_gate_exps.weight" ||
-                  rest == "ffn_up_exps.weight" || rest == "ffn_down_exps.weight")
+                  rest == "ffn_up_exps.weight" || rest == "ffn_down_exps.weight" ||
+                  (s.shared_expert &&
+                   (rest == "ffn_gate_inp_shexp.weight" || rest == "ffn_gate_shexp.weight" ||
+                    rest == "ffn_up_shexp.weight" || rest == "ffn_down_shexp.weight")))
                : (rest == "ffn_up.weight" || rest == "ffn_down.weight" ||
                   (!s.fused_up && rest == "ffn_gate.weight"))) ||
           (s.fused_qkv
@@ -181,6 +184,15 @@ void LlamaModel::load_layer(int l) {
       w.e_gate.push_back(rows_of(gate, e * eff, eff));
       w.e_up.push_back(rows_of(up, e * eff, eff));
       w.e_down.push_back(rows_of(down, e * dim, dim));
+    }
+    if (s.shared_expert) {
+      const uint64_t sff = static_cast<uint64_t>(cfg_.shared_expert_ffn_dim);
+      const gguf::TensorInfo& g = expect(file_, p + "ffn_gate_inp_shexp.weight", dim, 0);
+      check_type(file_, p + "ffn_gate_inp_shexp.weight", g);
+      w.s_gate_inp = Matrix{g.type, g.data, dim, 1, ggml_row_bytes(g.type, dim)};
+      w.s_gate = matrix(file_, p + "ffn_gate_shexp.weight", dim, sff);
+      w.s_up = matrix(file_, p + "ffn_up_shexp.weight", dim, sff);
+      w.s_down = matrix(file_, p + "ffn_down_shexp.weight", sff, dim);
     }
   } else if (s.fused_up) {
     const Matrix up = matrix(file_, p + "ffn_up.weight", dim, 2 * ffn);
@@ -277,7 +289,8 @@ void LlamaModel::set_context_length(size_t max_len) {
 void LlamaModel::pack_weights() {
   std::vector<Matrix*> todo{&output_};
   for (LayerWeights& w : layers_) {
-    for (Matrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down, &w.router}) {
+    for (Matrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down, &w.router,
+                      &w.s_gate, &w.s_up, &w.s_down}) {
       if (m->data != nullptr) todo.push_back(m);
     }
     for (auto* es : {&w.e_gate, &w.e_up, &w.e_down}) {
@@ -356,13 +369,19 @@ void LlamaModel::moe_ffn(Backend& be, const LayerWeights& w, Rows rows) {
       }
       ex[j] = best;
     }
-    double p[64], sum = 0.0;  // used <= 64 (ModelConfig)
+    double p[64], sum = 0.0, all = 0.0;  // used <= 64 (ModelConfig)
+    const double top = lg[ex[0]];
     for (size_t j = 0; j < used; ++j) {
-      p[j] = std::exp(static_cast<double>(lg[ex[j]]) - static_cast<double>(lg[ex[0]]));
+      p[j] = std::exp(static_cast<double>(lg[ex[j]]) - top);
       sum += p[j];
     }
+    // Without renormalization the softmax over every expert.
+    if (!cfg_.spec.moe_renormalize) {
+      for (size_t e = 0; e < ne; ++e) all += std::exp(static_cast<double>(lg[e]) - top);
+    }
     for (size_t j = 0; j < used; ++j) {
-      slot_weight_[i * used + j] = static_cast<float>(p[j] / sum);
+      slot_weight_[i * used + j] =
+          static_cast<float>(cfg_.spec.moe_renormalize ? p[j] / sum : p[j] / all);
       expert_slots_[static_cast<size_t>(ex[j])].push_back(static_cast<uint32_t>(i * used + j));
     }
   }
@@ -403,6 +422,22 @@ void LlamaModel::moe_ffn(Backend& be, const LayerWeights& w, Rows rows) {
       for (size_t d = 0; d < dim; ++d) out[d] += wj * y[d];
     }
   }
+  if (!cfg_.spec.shared_expert) return;
+  // The shared expert over every token, gated by sigmoid(s_gate_inp . x), added last.
+  const size_t sff = static_cast<size_t>(cfg_.shared_expert_ffn_dim);
+  const Matrix* ws[] = {&w.s_gate, &w.s_up};
+  float* ys[] = {gate_.data(), up_.data()};
+  be.matmul_many(ws, ys, 2, xn_.data(), rows);
+  be.swiglu(gate_.data(), up_.data(), n * sff, hidden_.data());
+  be.matmul(w.s_down, hidden_.data(), rows, moe_y_.data());
+  be.matmul(w.s_gate_inp, xn_.data(), rows, shared_gate_.data());
+  for (size_t i = 0; i < n; ++i) {
+    const float g =
+        static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(shared_gate_[i]))));
+    float* out = proj_.data() + i * dim;
+    const float* y = moe_y_.data() + i * dim;
+    for (size_t d = 0; d < dim; ++d) out[d] += g * y[d];
+  }
 }
 
 void LlamaModel::ensure_workspace(size_t n) {
@@ -429,9 +464,12 @@ void LlamaModel::ensure_workspace(size_t n) {
     slot_pos_.resize(n * used);
     moe_x_.resize(n * used * dim);
     moe_y_.resize(n * used * dim);
-    gate_.resize(n * std::max(ffn, used * eff));
-    up_.resize(n * std::max(ffn, used * eff));
-    hidden_.resize(n * std::max(ffn, used * eff));
+    const size_t widest =
+        std::max({ffn, used * eff, static_cast<size_t>(cfg_.shared_expert_ffn_dim)});
+    gate_.resize(n * widest);
+    up_.resize(n * widest);
+    hidden_.resize(n * widest);
+    shared_gate_.resize(n);
     products_.reserve(2 * ne);
     down_products_.reserve(ne);
     expert_slots_.resize(ne);

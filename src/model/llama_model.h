@@ -30,6 +30,7 @@ struct LayerWeights {
   // [n_experts x dim] and each expert's products, views of the *_exps tensors' rows.
   Matrix router;
   std::vector<Matrix> e_gate, e_up, e_down;
+  Matrix s_gate_inp, s_gate, s_up, s_down;  // ArchSpec::shared_expert (s_gate_inp: one row)
 };
 
 class LlamaModel {
@@ -91,7 +92,7 @@ class LlamaModel {
   // Mixture of experts: router logits [n][experts]; per token and slot (its j-th expert) the
   // expert, its weight and its row among all experts' rows side by side (expert by expert),
   // whose inputs are moe_x_ and outputs moe_y_ [n * used][dim].
-  std::vector<float> router_logits_, slot_weight_, moe_x_, moe_y_;
+  std::vector<float> router_logits_, slot_weight_, moe_x_, moe_y_, shared_gate_;
   std::vector<int32_t> slot_expert_;
   std::vector<uint32_t> slot_pos_;
   std::vector<std::vector<uint32_t>> expert_slots_;  // per expert: token * used + slot

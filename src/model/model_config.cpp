@@ -67,7 +67,7 @@ void refuse_unsupported(const gguf::File& f, const ModelConfig& c, const std::st
                 "' are not supported (lift runs them for llama and "
                 "qwen3moe)");
   }
-  if (f.get_int(p + "expert_shared_count").value_or(0) > 0) {
+  if (!c.spec.shared_expert && f.get_int(p + "expert_shared_count").value_or(0) > 0) {
     throw Error(f.path() + ": metadata '" + p +
                 "expert_shared_count': shared experts are not "
                 "supported");
@@ -202,6 +202,10 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
         f.get_int(p + "expert_feed_forward_length")
             ? static_cast<int>(require_int(f, p + "expert_feed_forward_length", 1, 1 << 20))
             : c.ffn_dim;
+    if (c.spec.shared_expert) {
+      c.shared_expert_ffn_dim =
+          static_cast<int>(require_int(f, p + "expert_shared_feed_forward_length", 1, 1 << 20));
+    }
   } else if (c.spec.moe_only) {
     throw Error(f.path() + ": missing metadata key '" + p + "expert_count'");
   }

@@ -29,6 +29,7 @@ struct ModelConfig {
   int ffn_dim = 0;
   // Mixture of experts (ArchSpec::experts): 0 experts is a dense FFN of ffn_dim.
   int n_experts = 0, n_experts_used = 0, expert_ffn_dim = 0;
+  int shared_expert_ffn_dim = 0;  // ArchSpec::shared_expert
   int context_length = 0;
   float rope_base = 10000.0f;
   // Rope scaling: positions times rope_freq_scale (1 / rope.scaling.factor), for every pair

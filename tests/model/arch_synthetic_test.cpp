@@ -183,6 +183,27 @@ TEST(ArchSynthetic, MixtureOfExpertsMatchesFloat64Oracle) {
   }
 }
 
+// Qwen2-MoE: the chosen probabilities not renormalized, a shared expert behind a sigmoid gate,
+// Q/K/V biases.
+TEST(ArchSynthetic, Qwen2MoeMatchesFloat64Oracle) {
+  test::TinyArch a;
+  a.arch = "qwen2moe";
+  a.qk_norm = false;
+  a.qkv_bias = true;
+  a.head_dim = 8;
+  a.experts = 6;
+  a.experts_used = 2;
+  a.expert_ffn = 24;
+  a.moe_renormalize = false;
+  a.shared_ffn = 40;
+  check_arch(a,
+             {{"the chosen weights as they are (renormalized instead)",
+               [](test::TinyArch& x) { x.moe_renormalize = true; }},
+              {"the shared expert", [](test::TinyArch& x) { x.shared_ffn = 0; }},
+              {"the shared expert's gate", [](test::TinyArch& x) { x.shared_gate = false; }}},
+             40);
+}
+
 // Quantized experts (Q8_0 panels, 8-bit activations): the fast kernels against the reference
 // backend within the exactness tolerance, and chunking-invariant bitwise.
 TEST(ArchSynthetic, QuantizedExpertsMatchReference) {

@@ -47,6 +47,8 @@ struct TinyArch {
   // (0: a dense FFN). The oracle renormalizes the chosen probabilities unless told not to.
   int experts = 0, experts_used = 0, expert_ffn = 0;
   bool moe_renormalize = true;
+  int shared_ffn = 0;                    // Qwen2-MoE's shared expert of this width (0: none)
+  bool shared_gate = true;               // the oracle scales it by sigmoid(ffn_gate_inp_shexp . x)
   GgmlType matrix_type = GgmlType::F32;  // the file's matrices (rows quantized by lift's codec)
   int window = 0;                        // sliding_window
   int window_pattern = 0;                // layer l global iff (l + 1) % pattern == 0; 0: all slide
@@ -102,6 +104,12 @@ inline Weights tiny_weights(const TinyArch& a) {
       mat(p + "ffn_gate_exps.weight", a.dim, a.expert_ffn * a.experts, 1.0f);
       mat(p + "ffn_up_exps.weight", a.dim, a.expert_ffn * a.experts, 1.0f);
       mat(p + "ffn_down_exps.weight", a.expert_ffn, a.dim * a.experts, 1.0f);
+      if (a.shared_ffn > 0) {
+        mat(p + "ffn_gate_inp_shexp.weight", a.dim, 1, 3.0f);
+        mat(p + "ffn_gate_shexp.weight", a.dim, a.shared_ffn, 1.0f);
+        mat(p + "ffn_up_shexp.weight", a.dim, a.shared_ffn, 1.0f);
+        mat(p + "ffn_down_shexp.weight", a.shared_ffn, a.dim, 1.0f);
+      }
     } else {
       mat(p + "ffn_gate.weight", a.dim, a.ffn, 1.0f);
       mat(p + "ffn_up.weight", a.dim, a.ffn, 1.0f);
@@ -160,6 +168,9 @@ inline gguf::Writer tiny_writer(const TinyArch& a, const Weights& w) {
     g.set_u32(p + "expert_count", static_cast<uint32_t>(a.experts));
     g.set_u32(p + "expert_used_count", static_cast<uint32_t>(a.experts_used));
     g.set_u32(p + "expert_feed_forward_length", static_cast<uint32_t>(a.expert_ffn));
+    if (a.shared_ffn > 0) {
+      g.set_u32(p + "expert_shared_feed_forward_length", static_cast<uint32_t>(a.shared_ffn));
+    }
   }
   if (a.pattern_key) {
     g.set_u32(p + "attention.sliding_window_pattern", static_cast<uint32_t>(a.window_pattern));
@@ -189,7 +200,7 @@ inline gguf::Writer tiny_writer(const TinyArch& a, const Weights& w) {
   for (const auto& [name, v] : file) {
     std::vector<uint64_t> ne;
     if (name.find("norm") != std::string::npos || name.find(".bias") != std::string::npos ||
-        name.rfind("rope_factors", 0) == 0) {
+        name.rfind("rope_factors", 0) == 0 || name.find("gate_inp_shexp") != std::string::npos) {
       ne = {v.size()};
     } else {
       // n_in is the first dimension: the row length of every matrix.
@@ -402,6 +413,13 @@ inline std::vector<double> oracle_logits(const TinyArch& a, const Weights& w,
                             p + "ffn_down_exps.weight", static_cast<size_t>(a.expert_ffn), e);
           const double wgt = a.moe_renormalize ? prob[e] / chosen : prob[e];
           for (size_t i = 0; i < dim; ++i) d[i] += wgt * y[i];
+        }
+        if (a.shared_ffn > 0) {
+          const Vec y = glu(p + "ffn_gate_shexp.weight", p + "ffn_up_shexp.weight",
+                            p + "ffn_down_shexp.weight", static_cast<size_t>(a.shared_ffn), 0);
+          const double g = linear(at(p + "ffn_gate_inp_shexp.weight"), h, 1)[0];
+          const double scale = a.shared_gate ? 1.0 / (1.0 + std::exp(-g)) : 1.0;
+          for (size_t i = 0; i < dim; ++i) d[i] += scale * y[i];
         }
       } else {
         d = glu(p + "ffn_gate.weight", p + "ffn_up.weight", p + "ffn_down.weight", ffn, 0);
