@@ -20,6 +20,7 @@
 #include "kernels/matmul.h"
 #include "kernels/panel.h"
 #include "kernels/panel_amx.h"
+#include "random_weights.h"
 #include "util/large_alloc.h"
 
 namespace lift::kernels {
@@ -28,31 +29,6 @@ namespace {
 struct Shape {
   size_t n_in, n_out;
 };
-
-// Random codes with sane f16 scales (random bytes could make a scale inf or nan).
-std::vector<uint8_t> make_weights(GgmlType t, size_t n_out, size_t n_in) {
-  std::mt19937 rng(1);
-  const auto& info = ggml_type_info(t);
-  std::vector<uint8_t> w(ggml_row_bytes(t, n_in) * n_out);
-  for (auto& b : w) b = static_cast<uint8_t>(rng());
-  const size_t blocks = w.size() / info.block_bytes;
-  for (size_t i = 0; i < blocks; ++i) {
-    uint8_t* blk = w.data() + i * info.block_bytes;
-    const float v = static_cast<float>(rng() % 1000) / 1000.0f - 0.5f;
-    uint16_t h = 0;
-    if (t == GgmlType::F32) {
-      std::memcpy(blk, &v, 4);
-      continue;
-    }
-    h = t == GgmlType::BF16 ? f32_to_bf16(v) : f32_to_f16(v * 0.02f);
-    // Where the f16 scale(s) sit: first, except in Q6_K (last); Q4_K/Q5_K also have dmin.
-    std::memcpy(blk + (t == GgmlType::Q6_K ? 208 : 0), &h, 2);
-    if (t == GgmlType::Q4_1 || t == GgmlType::Q5_1 || t == GgmlType::Q4_K || t == GgmlType::Q5_K) {
-      std::memcpy(blk + 2, &h, 2);
-    }
-  }
-  return w;
-}
 
 // Weight bytes streamed per second (decode) and FLOP/s, 2 per multiply-add.
 void report(benchmark::State& state, size_t weight_bytes, Shape s, size_t rows, bool decode) {
@@ -77,7 +53,7 @@ std::string bench_name(bool decode, GgmlType t, const std::string& act, const st
 // is timed with the product, as the engine does both per call.
 void bm_matmul_amx(benchmark::State& state, GgmlType wt, Shape s, size_t rows, bool decode) {
   set_isa(Isa::amx);
-  const auto w = make_weights(wt, s.n_out, s.n_in);
+  const auto w = bench::random_weights(wt, s.n_out, s.n_in);
   const PanelMatrix pm = pack_panels(wt, w.data(), ggml_row_bytes(wt, s.n_in), s.n_in, s.n_out);
   std::mt19937 rng(2);
   std::normal_distribution<float> nd;
@@ -100,7 +76,7 @@ void bm_matmul_amx(benchmark::State& state, GgmlType wt, Shape s, size_t rows, b
 void bm_matmul(benchmark::State& state, GgmlType wt, ActFormat af, Isa isa, bool panels, Shape s,
                size_t rows, bool decode) {
   set_isa(isa);
-  const auto w = make_weights(wt, s.n_out, s.n_in);
+  const auto w = bench::random_weights(wt, s.n_out, s.n_in);
   const size_t row_bytes = ggml_row_bytes(wt, s.n_in);
   std::mt19937 rng(2);
   std::normal_distribution<float> nd;

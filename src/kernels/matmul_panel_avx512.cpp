@@ -70,7 +70,7 @@ struct PQ4_0 {
 };
 
 // The streamed layout of the same codes (panel.h): decode tiles take one panel, one ascending
-// stream, and leave the prefetching to the hardware (see q_tile).
+// stream, which they prefetch kStreamAhead on (see q_tile).
 template <class W>
 struct Streamed : W {
   static constexpr bool kStream = true;
@@ -106,6 +106,11 @@ void q_tile(const Args& a, size_t p0, size_t r0) {
     // (T1: one thread of 1.1B Q4_0 decode on Zen 4, 8 blocks/T0 22 t/s, 24 blocks/T1 27,
     // 48/T1 28; stream_ahead then took 32/T1 from 28.5 to 33.5). (Prefill tiles meet panels a
     // row block's first tile already brought in.)
+    if constexpr (R <= 4 && W::kStream) {
+      // The streamed pair layout is one ascending stream: block b's half of its pair, ahead.
+      constexpr size_t kHalfPair = panel_pair_bytes(W::kType) / 2;
+      for (int c = 0; c < C; ++c) prefetch_ahead(pw[c] + b * kHalfPair, kHalfPair);
+    }
     if constexpr (R <= 4 && !W::kStream) {
       const size_t next_tile = C * a.w.panel_bytes;
       for (int c = 0; c < C; ++c) {

@@ -67,9 +67,9 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
     ps[c] = k_scales<W>(pw[c], a.nb);
   }
   const size_t next_tile = C * a.w.panel_bytes;
-  // Decode tiles (k_loop) of split panels ask for the lines ahead; a streamed panel is read in
-  // ascending order, which the hardware prefetchers follow (panel.h). Prefill tiles meet
-  // panels a row block's first tile already brought in.
+  // Decode tiles (k_loop) ask for the lines ahead: of split panels each stream's, of a streamed
+  // panel (one ascending stream) kStreamAhead on (panel.h). Prefill tiles meet panels a row
+  // block's first tile already brought in.
   constexpr bool kPrefetch = R < 4 && !W::kInline;
   const uint8_t* xr[R];
   for (int r = 0; r < R; ++r) xr[r] = a.act + (r0 + static_cast<size_t>(r)) * a.act_stride;
@@ -125,6 +125,12 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
     }
     __m512i sumi[R][C];
     for (size_t k = 0; k < W::kSubs; ++k) {
+      if constexpr (W::kInline && R < 4) {
+        // A streamed panel's sub-block share of the block, kStreamAhead on (panel.h).
+        for (int c = 0; c < C; ++c) {
+          prefetch_ahead(blk[c] + k * W::kSubBytes, W::kSubBytes);
+        }
+      }
       if constexpr (kPrefetch) {
         for (int c = 0; c < C; ++c) {
           prefetch_stream_l2(pw[c], b * W::kBlockBytes + k * W::kSubBytes + kAhead, W::kSubBytes,

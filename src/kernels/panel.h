@@ -44,9 +44,10 @@ inline constexpr size_t kPanelRows = 16;
 //    [4][16][2], then the codes as above (Q5_K: each sub-block's 5th bits after its codes).
 //    Q6_K d [16], 32 bytes of padding, scales [16][16], then per sub-block its 2 nibble vectors
 //    and its high bit pairs [16][4]. A panel is then read in ascending order, one stream, and
-//    decode tiles take one panel: the hardware prefetchers follow that without software
-//    prefetch. One thread of 1.1B Q4_K decode read 70-76% of a one-thread probe's bandwidth
-//    with the split layout and 4-panel decode tiles, 84-95% with this (Zen 4).
+//    decode tiles take one panel and ask for the lines kStreamAhead on. One thread of 1.1B
+//    Q4_K decode read 70-76% of a one-thread probe's bandwidth with the split layout and
+//    4-panel decode tiles, 84-95% with this (Zen 4, before the software prefetch, which Zen 5
+//    needs: see prefetch_ahead).
 // Panels start `panel_bytes` apart, 64-byte aligned.
 struct PanelMatrix {
   GgmlType type = GgmlType::F32;
@@ -169,6 +170,21 @@ inline const uint8_t* panel_at(const PanelView& w, size_t p) { return w.data + p
 // of every panel but the first unrequested (1.1B Q4_K_M decode, one thread, Zen 4: 24 -> 30 t/s).
 inline const uint8_t* stream_ahead(const uint8_t* base, size_t pos, size_t len, size_t next) {
   return pos < len ? base + pos : base + next + (pos - len);
+}
+// Decode tiles of streamed panels (one ascending stream per thread) ask for the bytes
+// kStreamAhead past those they are about to read, into L1. The hardware prefetchers alone kept
+// too few lines in flight on Zen 5 (2 cores, 2026-12-04; 48 copies of a 5632 x 2048 matrix
+// decoded from DRAM, one thread, against a plain read at 39-41 GB/s): Q4_K 20 -> 38 GB/s,
+// Q6_K 16 -> 38, Q4_0 35 -> 39 GB/s; 2-16 KiB ahead all helped, 4-8 KiB most; into L2 (T1)
+// a little less. docs/performance.md has the runs.
+inline constexpr size_t kStreamAhead = 6144;
+inline void prefetch_ahead(const uint8_t* p, size_t bytes) {
+  // Integer arithmetic: past a matrix's end the address may lie outside any object (a
+  // prefetch never faults).
+  const uintptr_t at = reinterpret_cast<uintptr_t>(p) + kStreamAhead;
+  for (size_t off = 0; off < bytes; off += 64) {
+    __builtin_prefetch(reinterpret_cast<const void*>(at + off), 0, 3);
+  }
 }
 // Asks for bytes [pos, pos + bytes) of such a stream into L2 (prefetcht1), line by line.
 inline void prefetch_stream_l2(const uint8_t* base, size_t pos, size_t bytes, size_t len,

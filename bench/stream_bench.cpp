@@ -1,0 +1,79 @@
+// Decode products streamed from DRAM, through the CPU backend as the engine runs them (8-bit
+// activations, the load-time panels, columns split over the pool), against a plain read of
+// memory in the same run. The decode/ entries of kernels_bench time one matrix, which stays in
+// the last-level cache between iterations; a decode step reads each weight once, from DRAM.
+//   lift_kernel_bench --benchmark_filter='stream/'
+// (names: stream/type/n_in/n_out/threads). Counters: GB/s of weights, read_GB/s of the plain read
+// (the mean of one just before and one just after: on a shared machine the bandwidth moves
+// within minutes) and of_read, the one over the other.
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/isa.h"
+#include "kernels/panel.h"
+#include "kernels/probes.h"
+#include "random_weights.h"
+#include "util/thread_pool.h"
+
+namespace lift {
+namespace {
+
+// Enough copies that they add up to 8x a 32 MiB last-level cache.
+constexpr size_t kStreamBytes = size_t{256} << 20;
+
+void bm_stream(benchmark::State& state, GgmlType t, size_t n_in, size_t n_out, int threads) {
+  ThreadPool pool(threads);
+  auto backend = make_cpu_backend(pool);
+  const auto w = bench::random_weights(t, n_out, n_in);
+  const size_t row_bytes = ggml_row_bytes(t, n_in);
+  const size_t copies = (kStreamBytes + w.size() - 1) / w.size();
+  std::vector<kernels::PanelMatrix> panels;
+  std::vector<Matrix> ms;
+  panels.reserve(copies);
+  for (size_t i = 0; i < copies; ++i) {
+    panels.push_back(kernels::pack_panels(t, w.data(), row_bytes, n_in, n_out));
+  }
+  for (const auto& p : panels) ms.push_back({t, w.data(), n_in, n_out, row_bytes, &p});
+  std::vector<float> x(n_in, 0.5f), y(n_out);
+  ReadBandwidthProbe probe(pool, kStreamBytes);
+  const double read_before = probe.measure(3);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    for (const Matrix& m : ms) backend->matmul(m, x.data(), Rows{1, 0}, y.data());
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double read_gbps = (read_before + probe.measure(3)) / 2.0;
+  const double bytes = static_cast<double>(panels[0].bytes() * copies);
+  const double gbps = bytes * static_cast<double>(state.iterations()) / seconds / 1e9;
+  state.counters["GB/s"] = gbps;
+  state.counters["read_GB/s"] = read_gbps;
+  state.counters["of_read"] = gbps / read_gbps;
+}
+
+int register_all() {
+  if (kernels::best_isa() < kernels::Isa::avx2) return 0;  // stored rows only: not what is timed
+  for (GgmlType t :
+       {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+    for (int threads : {1, 2}) {
+      const std::string name =
+          "stream/" + std::string(ggml_type_name(t)) + "/2048/5632/" + std::to_string(threads);
+      benchmark::RegisterBenchmark(name.c_str(), bm_stream, t, size_t{2048}, size_t{5632}, threads)
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime()
+          ->MinTime(0.5);
+    }
+  }
+  return 0;
+}
+
+const int registered = register_all();
+
+}  // namespace
+}  // namespace lift
