@@ -3,9 +3,9 @@
 // memory in the same run. The decode/ entries of kernels_bench time one matrix, which stays in
 // the last-level cache between iterations; a decode step reads each weight once, from DRAM.
 //   lift_kernel_bench --benchmark_filter='stream/'
-// (names: stream/type/n_in/n_out/threads). Counters: GB/s of weights, read_GB/s of the plain read
-// (the mean of one just before and one just after: on a shared machine the bandwidth moves
-// within minutes) and of_read, the one over the other.
+// (names: stream/type/n_in/n_out/threads; types without panels read their stored rows). Counters:
+// GB/s of weights, read_GB/s of the plain read (the mean of one just before and one just after: on
+// a shared machine the bandwidth moves within minutes) and of_read, the one over the other.
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -31,13 +31,23 @@ void bm_stream(benchmark::State& state, GgmlType t, size_t n_in, size_t n_out, i
   const auto w = bench::random_weights(t, n_out, n_in);
   const size_t row_bytes = ggml_row_bytes(t, n_in);
   const size_t copies = (kStreamBytes + w.size() - 1) / w.size();
+  // As the model loader does: load-time panels where the active kernels have them, else the
+  // stored rows (a copy each, so nothing is read from cache).
+  const bool panel = kernels::panel_supported(t);
   std::vector<kernels::PanelMatrix> panels;
+  std::vector<std::vector<uint8_t>> stored;
   std::vector<Matrix> ms;
   panels.reserve(copies);
+  stored.reserve(copies);
   for (size_t i = 0; i < copies; ++i) {
-    panels.push_back(kernels::pack_panels(t, w.data(), row_bytes, n_in, n_out));
+    if (panel) {
+      panels.push_back(kernels::pack_panels(t, w.data(), row_bytes, n_in, n_out));
+      ms.push_back({t, w.data(), n_in, n_out, row_bytes, &panels.back()});
+    } else {
+      stored.push_back(w);
+      ms.push_back({t, stored.back().data(), n_in, n_out, row_bytes, nullptr});
+    }
   }
-  for (const auto& p : panels) ms.push_back({t, w.data(), n_in, n_out, row_bytes, &p});
   std::vector<float> x(n_in, 0.5f), y(n_out);
   ReadBandwidthProbe probe(pool, kStreamBytes);
   const double read_before = probe.measure(3);
@@ -50,7 +60,7 @@ void bm_stream(benchmark::State& state, GgmlType t, size_t n_in, size_t n_out, i
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double read_gbps = (read_before + probe.measure(3)) / 2.0;
-  const double bytes = static_cast<double>(panels[0].bytes() * copies);
+  const double bytes = static_cast<double>((panel ? panels[0].bytes() : w.size()) * copies);
   const double gbps = bytes * static_cast<double>(state.iterations()) / seconds / 1e9;
   state.counters["GB/s"] = gbps;
   state.counters["read_GB/s"] = read_gbps;
@@ -59,8 +69,9 @@ void bm_stream(benchmark::State& state, GgmlType t, size_t n_in, size_t n_out, i
 
 int register_all() {
   if (kernels::best_isa() < kernels::Isa::avx2) return 0;  // stored rows only: not what is timed
-  for (GgmlType t :
-       {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
+                     GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K,
+                     GgmlType::IQ4_NL, GgmlType::F16, GgmlType::BF16}) {
     for (int threads : {1, 2}) {
       const std::string name =
           "stream/" + std::string(ggml_type_name(t)) + "/2048/5632/" + std::to_string(threads);

@@ -148,17 +148,12 @@ void matmul(GgmlType wt, const void* w, size_t w_row_bytes, size_t n_in, ActForm
   }
   if (n_rows == 0 || o_begin == o_end) return;
   const Codec& c = *find_codec(wt);
-  switch (active_isa()) {
-    case Isa::amx:
-    case Isa::avx512:
-      if (c.rows_avx512 != nullptr) return c.rows_avx512(a);
-      break;
-    case Isa::avx2:
-      if (c.rows_avx2 != nullptr) return c.rows_avx2(a);
-      break;
-    case Isa::scalar:
-      break;
-  }
+  // The widest stored-row kernel the active Isa runs; every one gives the scalar kernel's bits
+  // (codec.h), so a format without an AVX-512 kernel (Q2_K, Q3_K, IQ4_NL) takes the AVX2 one
+  // there rather than the scalar loop, which read their rows ~100x slower (stream_bench.cpp).
+  const Isa isa = active_isa();
+  if (isa >= Isa::avx512 && c.rows_avx512 != nullptr) return c.rows_avx512(a);
+  if (isa >= Isa::avx2 && c.rows_avx2 != nullptr) return c.rows_avx2(a);
   detail::matmul_scalar(a);
 }
 
