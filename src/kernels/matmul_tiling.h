@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "kernels/matmul_impl.h"
 #include "kernels/target.h"
@@ -27,7 +28,18 @@ void tile_loop(const MatmulArgs& a) {
   for (size_t rb = 0; rb < a.n_rows; rb += kRowBlock) {
     const size_t re = min_of(a.n_rows, rb + kRowBlock);
     size_t o = a.o_begin;
-    for (; o + C <= a.o_end; o += C) run_rows<Kernel, C, R>(a, o, rb, re);
+    // A decode product reads its weights once, from DRAM, C consecutive rows at a time: ask for
+    // the next tile's rows while this one computes (see prefetch_ahead in panel.h).
+    const bool prefetch = re - rb < 4;
+    for (; o + C <= a.o_end; o += C) {
+      if (prefetch) {
+        const uintptr_t next = reinterpret_cast<uintptr_t>(a.w) + (o + 2 * C) * a.w_row_bytes;
+        for (size_t off = 0; off < C * a.w_row_bytes; off += 64) {
+          __builtin_prefetch(reinterpret_cast<const void*>(next + off), 0, 3);
+        }
+      }
+      run_rows<Kernel, C, R>(a, o, rb, re);
+    }
     for (; o < a.o_end; ++o) run_rows<Kernel, 1, R>(a, o, rb, re);
   }
 }
