@@ -41,6 +41,9 @@ struct KPanelLayout {
 using KPanelQ4K = KPanelLayout<GgmlType::Q4_K, 8, 0, 2048, 2176>;
 using KPanelQ5K = KPanelLayout<GgmlType::Q5_K, 8, 2048, 2560, 2688>;
 using KPanelQ6K = KPanelLayout<GgmlType::Q6_K, 16, 2048, 3072, 0>;
+// Q3_K: sub-block k's low bits at kCodeOff + (k / 2) * kCodeStride + (k % 2) * 64, the pair's
+// third bits at kHighOff + (k / 2) * kHighStride.
+using KPanelQ3K = KPanelLayout<GgmlType::Q3_K, 16, 384, 0, 0, 256, false, 192, 192>;
 // The streamed layouts (PanelMatrix::streamed). Q4_K: d, dmin, scales, mins, then the codes;
 // Q5_K the same with each sub-block's 5th bits after its codes.
 // Q6_K: d, 32 bytes of padding, scales, then per sub-block its two nibble vectors and its high
@@ -48,6 +51,7 @@ using KPanelQ6K = KPanelLayout<GgmlType::Q6_K, 16, 2048, 3072, 0>;
 using KPanelQ4KStream = KPanelLayout<GgmlType::Q4_K, 8, 0, 64, 192, 320, true>;
 using KPanelQ5KStream = KPanelLayout<GgmlType::Q5_K, 8, 576, 64, 192, 320, true, 320, 320>;
 using KPanelQ6KStream = KPanelLayout<GgmlType::Q6_K, 16, 448, 64, 0, 320, true, 192, 192>;
+using KPanelQ3KStream = KPanelLayout<GgmlType::Q3_K, 16, 448, 64, 0, 320, true, 192, 192>;
 
 inline constexpr size_t kQ8KQsOff = offsetof(BlockQ8_K, qs);
 inline constexpr size_t kQ8KBsumsOff = offsetof(BlockQ8_K, bsums);

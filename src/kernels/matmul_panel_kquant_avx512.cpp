@@ -44,6 +44,19 @@ inline void store_lanes(const KArgs& a, size_t p, size_t r, __m512 v) {
   }
 }
 
+// Q3_K quad J of a sub-block as u8 codes u = q + 4: the low two bits from bits 2J..2J+1 of lo,
+// the third from bit S of hv, moved to bit 2 (16-bit shifts: the masks drop what crosses from
+// the neighbouring byte, which lands below bit 2 on the left shifts and above it on the right).
+template <int J, int S>
+inline __m512i q3_quad(__m512i lo, __m512i hv) {
+  __m512i low = lo, high = hv;
+  if constexpr (J > 0) low = _mm512_srli_epi16(lo, 2 * J);
+  if constexpr (S < 2) high = _mm512_slli_epi16(hv, 2 - S);
+  if constexpr (S > 2) high = _mm512_srli_epi16(hv, S - 2);
+  return _mm512_or_si512(_mm512_and_si512(low, _mm512_set1_epi8(0x03)),
+                         _mm512_and_si512(high, _mm512_set1_epi8(0x04)));
+}
+
 // Decode streams each panel once from DRAM: ask for the lines a fixed distance ahead of the
 // part of the codes being read (stream_ahead: on into the next tile's panel), into L2 (T1): an
 // L1 prefetch this far ahead holds one of L1's few miss buffers per line, and measured (Zen 4,
@@ -204,6 +217,37 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
             }
           }
         }
+      } else if constexpr (W::kType == GgmlType::Q3_K) {
+        // Q3_K: codes u = q + 4, the offset taken out up front as -4 * xsum_k. Sub-block k's
+        // third bits are bits 4 (k % 2) + j of its pair's vector.
+        for (int r = 0; r < R; ++r) {
+          const __m512i bias = _mm512_set1_epi32(-4 * q8k_bsum(xb[r], k));
+          for (int c = 0; c < C; ++c) dot[r][c] = bias;
+        }
+        __m512i lo[C], hv[C];
+        for (int c = 0; c < C; ++c) {
+          lo[c] = _mm512_load_si512(blk[c] + W::kCodeOff + k / 2 * W::kCodeStride + k % 2 * 64);
+          hv[c] = _mm512_load_si512(blk[c] + W::kHighOff + k / 2 * W::kHighStride);
+        }
+        auto quads = [&]<int H>() {
+          auto quad = [&]<int J>() {
+            __m512i q[C];
+            for (int c = 0; c < C; ++c) q[c] = q3_quad<J, 4 * H + J>(lo[c], hv[c]);
+            for (int r = 0; r < R; ++r) {
+              const __m512i x = bcast32(xb[r] + kQsOff + 16 * k + 4 * static_cast<size_t>(J));
+              for (int c = 0; c < C; ++c) dot[r][c] = _mm512_dpbusd_epi32(dot[r][c], q[c], x);
+            }
+          };
+          quad.template operator()<0>();
+          quad.template operator()<1>();
+          quad.template operator()<2>();
+          quad.template operator()<3>();
+        };
+        if (k % 2 == 0) {
+          quads.template operator()<0>();
+        } else {
+          quads.template operator()<1>();
+        }
       } else {
         // Q6_K: the codes' +32 offset is taken out up front, -32 * xsum_k.
         for (int r = 0; r < R; ++r) {
@@ -308,6 +352,10 @@ void matmul_k_panels_avx512(const PanelView& w, const uint8_t* act, size_t act_s
   const KArgs a{w, act, act_stride, w.n_in / kKBlock, y, ldy, o_end};
   const size_t p_begin = o_begin / kPanelRows;
   const size_t p_end = (o_end + kPanelRows - 1) / kPanelRows;
+  if (w.type == GgmlType::Q3_K) {
+    return w.streamed ? k_loop<Layout<KPanelQ3KStream>>(a, p_begin, p_end, n_rows)
+                      : k_loop<Layout<KPanelQ3K>>(a, p_begin, p_end, n_rows);
+  }
   if (w.type == GgmlType::Q4_K) {
     return w.streamed ? k_loop<Layout<KPanelQ4KStream>>(a, p_begin, p_end, n_rows)
                       : k_loop<Layout<KPanelQ4K>>(a, p_begin, p_end, n_rows);

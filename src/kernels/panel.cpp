@@ -24,6 +24,8 @@ size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
   throw std::invalid_argument("pack_panels: " + what);
 }
 
+bool has_amx_k_kernel(GgmlType t) { return is_k_panel(t) && t != GgmlType::Q3_K; }
+
 bool packable(GgmlType t) {
   return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::F16 || t == GgmlType::BF16 ||
          is_k_panel(t);
@@ -138,6 +140,7 @@ void zero_row(GgmlType t, size_t n_in, uint8_t* dst) {
 }  // namespace
 
 bool panel_supported(GgmlType type) {
+  if (type == GgmlType::Q3_K) return active_isa() >= Isa::avx512;
   if (is_k_panel(type)) return active_isa() >= Isa::avx2;
   return packable(type) && active_isa() >= Isa::avx512;
 }
@@ -155,8 +158,9 @@ PanelMatrix pack_panels(GgmlType type, const void* w, size_t row_bytes, size_t n
   m.type = type;
   m.n_in = n_in;
   m.n_out = n_out;
-  // AMX's K-panel kernels read the split layout; Q8_0/Q4_0 panels never meet AMX.
-  const bool amx_k = is_k_panel(type) && active_isa() == Isa::amx;
+  // AMX's K-panel kernels read the split layout; Q8_0/Q4_0 panels never meet AMX, nor Q3_K's
+  // (AVX-512 kernels only).
+  const bool amx_k = has_amx_k_kernel(type) && active_isa() == Isa::amx;
   m.streamed = is_quantized(type) &&
                (layout == PanelLayout::automatic ? !amx_k : layout == PanelLayout::stream);
   m.panel_bytes = panel_bytes_for(type, n_in, m.streamed);
@@ -204,7 +208,7 @@ void matmul_panels(const PanelMatrix& w, const void* act, size_t act_stride,
   if (n_rows == 0 || o_begin == o_end) return;
   if (is_k_panel(w.type)) {
     // Whole tiles of 16 prompt rows on AMX: the same integers, so the same bits as AVX-512.
-    if (active_isa() == Isa::amx && n_rows >= 16 && !w.streamed) {
+    if (active_isa() == Isa::amx && n_rows >= 16 && !w.streamed && has_amx_k_kernel(w.type)) {
       return detail::matmul_k_panels_amx(detail::panel_view(w), static_cast<const uint8_t*>(act),
                                          act_stride, n_rows, y, ldy, o_begin, o_end);
     }

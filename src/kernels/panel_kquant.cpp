@@ -68,6 +68,30 @@ void pack_q6_k(const BlockQ6_K& b, size_t lane, uint8_t* blk, uint8_t* scales) {
   std::memcpy(scales + 2 * lane, &b.d, 2);
 }
 
+// Q3_K: per pair of sub-blocks the low two bits of each and their third bits together.
+template <class W>
+void pack_q3_k(const BlockQ3_K& b, size_t lane, uint8_t* blk, uint8_t* scales) {
+  KCodes c;
+  k_codes(b, c);
+  for (size_t k = 0; k < 16; ++k) {
+    uint8_t* low = blk + W::kCodeOff + k / 2 * W::kCodeStride + k % 2 * 64;
+    uint8_t* high = blk + W::kHighOff + k / 2 * W::kHighStride;
+    for (size_t t = 0; t < 4; ++t) {
+      uint8_t lo = 0, hi = at(high, 0, lane, t);  // the pair's other sub-block may be in
+      for (size_t j = 0; j < 4; ++j) {
+        // The unsigned 3-bit code (q + 4) of element 16k + 4j + t.
+        const auto u = static_cast<unsigned>(c.q[16 * k + 4 * j + t] + 4);
+        lo = static_cast<uint8_t>(lo | (u & 3) << (2 * j));
+        hi = static_cast<uint8_t>(hi | (u >> 2) << (4 * (k % 2) + j));
+      }
+      at(low, 0, lane, t) = lo;
+      at(high, 0, lane, t) = hi;
+    }
+    blk[W::kScOff + 16 * k + lane] = static_cast<uint8_t>(c.sc[k]);
+  }
+  std::memcpy(scales + 2 * lane, &b.d, 2);
+}
+
 // One stored row into lane `lane` of a panel in layout W.
 template <class W, class Block>
 void pack_row_as(const uint8_t* src, size_t nb, size_t lane, uint8_t* panel) {
@@ -78,6 +102,8 @@ void pack_row_as(const uint8_t* src, size_t nb, size_t lane, uint8_t* panel) {
     std::memcpy(&x, src + b * sizeof x, sizeof x);
     if constexpr (W::kHasMin) {
       pack_affine<W>(x, lane, blk, scales);
+    } else if constexpr (W::kType == GgmlType::Q3_K) {
+      pack_q3_k<W>(x, lane, blk, scales);
     } else {
       pack_q6_k<W>(x, lane, blk, scales);
     }
@@ -110,6 +136,9 @@ void pack_k_row(GgmlType t, bool stream, const uint8_t* src, size_t n_in, size_t
                 uint8_t* panel) {
   const size_t nb = n_in / kKBlock;
   switch (t) {
+    case GgmlType::Q3_K:
+      return stream ? pack_row_as<KPanelQ3KStream, BlockQ3_K>(src, nb, lane, panel)
+                    : pack_row_as<KPanelQ3K, BlockQ3_K>(src, nb, lane, panel);
     case GgmlType::Q4_K:
       return stream ? pack_row_as<KPanelQ4KStream, BlockQ4_K>(src, nb, lane, panel)
                     : pack_row_as<KPanelQ4K, BlockQ4_K>(src, nb, lane, panel);
@@ -132,6 +161,7 @@ float k_panel_dot(GgmlType t, const void* row, const void* q8_k_row, size_t n_in
   const auto* w = static_cast<const uint8_t*>(row);
   const auto* x = static_cast<const uint8_t*>(q8_k_row);
   const size_t nb = n_in / kKBlock;
+  if (t == GgmlType::Q3_K) return detail::k_panel_dot_blocks<BlockQ3_K>(w, x, nb);
   if (t == GgmlType::Q4_K) return detail::k_panel_dot_blocks<BlockQ4_K>(w, x, nb);
   if (t == GgmlType::Q5_K) return detail::k_panel_dot_blocks<BlockQ5_K>(w, x, nb);
   if (t == GgmlType::Q6_K) return detail::k_panel_dot_blocks<BlockQ6_K>(w, x, nb);
