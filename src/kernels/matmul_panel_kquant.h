@@ -43,6 +43,9 @@ using KPanelQ5K = KPanelLayout<GgmlType::Q5_K, 8, 2048, 2560, 2688>;
 using KPanelQ6K = KPanelLayout<GgmlType::Q6_K, 16, 2048, 3072, 0>;
 // Q3_K: sub-block k's low bits at kCodeOff + (k / 2) * kCodeStride + (k % 2) * 64, the pair's
 // third bits at kHighOff + (k / 2) * kHighStride.
+// Q2_K: sub-block k's codes at kCodeOff + k * 64; its scale and min as in the stored block, one
+// byte (scale in the low nibble), in int16-pair order (kScOff = kMinOff).
+using KPanelQ2K = KPanelLayout<GgmlType::Q2_K, 16, 0, 1024, 1024, 0, false, 64>;
 using KPanelQ3K = KPanelLayout<GgmlType::Q3_K, 16, 384, 0, 0, 256, false, 192, 192>;
 // The streamed layouts (PanelMatrix::streamed). Q4_K: d, dmin, scales, mins, then the codes;
 // Q5_K the same with each sub-block's 5th bits after its codes.
@@ -51,6 +54,7 @@ using KPanelQ3K = KPanelLayout<GgmlType::Q3_K, 16, 384, 0, 0, 256, false, 192, 1
 using KPanelQ4KStream = KPanelLayout<GgmlType::Q4_K, 8, 0, 64, 192, 320, true>;
 using KPanelQ5KStream = KPanelLayout<GgmlType::Q5_K, 8, 576, 64, 192, 320, true, 320, 320>;
 using KPanelQ6KStream = KPanelLayout<GgmlType::Q6_K, 16, 448, 64, 0, 320, true, 192, 192>;
+using KPanelQ2KStream = KPanelLayout<GgmlType::Q2_K, 16, 0, 64, 64, 320, true, 64>;
 using KPanelQ3KStream = KPanelLayout<GgmlType::Q3_K, 16, 448, 64, 0, 320, true, 192, 192>;
 
 inline constexpr size_t kQ8KQsOff = offsetof(BlockQ8_K, qs);

@@ -108,19 +108,26 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
       }
     }
     if constexpr (W::kHasMin) {
-      // Q4_K/Q5_K's min term: per lane sum_k m_k * xsum_k, two sub-blocks per vpmaddwd.
+      // Q2_K/Q4_K/Q5_K's min term: per lane sum_k m_k * xsum_k, two sub-blocks per vpmaddwd
+      // (a Q4_K/Q5_K sub-block's xsum is two of Q8_K's 16-element sums, a Q2_K one's one).
+      constexpr int kSums = 16 / static_cast<int>(W::kSubs);
       __m512i summ[R][C];
-      for (int i = 0; i < 4; ++i) {
+      for (int i = 0; i < static_cast<int>(W::kSubs) / 2; ++i) {
         __m512i xp[R];
         for (int r = 0; r < R; ++r) {
-          const int32_t s0 = q8k_bsum(xb[r], 4 * i) + q8k_bsum(xb[r], 4 * i + 1);
-          const int32_t s1 = q8k_bsum(xb[r], 4 * i + 2) + q8k_bsum(xb[r], 4 * i + 3);
+          int32_t s0 = 0, s1 = 0;
+          for (int j = 0; j < kSums; ++j) {
+            s0 += q8k_bsum(xb[r], static_cast<size_t>(2 * kSums * i + j));
+            s1 += q8k_bsum(xb[r], static_cast<size_t>(2 * kSums * i + kSums + j));
+          }
           xp[r] = _mm512_set1_epi32(static_cast<int32_t>((static_cast<uint32_t>(s0) & 0xFFFFu) |
                                                          (static_cast<uint32_t>(s1) << 16)));
         }
         for (int c = 0; c < C; ++c) {
-          const __m512i mv = _mm512_cvtepu8_epi16(
+          __m512i mv = _mm512_cvtepu8_epi16(
               _mm256_load_si256(reinterpret_cast<const __m256i*>(blk[c] + W::kMinOff + 32 * i)));
+          // Q2_K keeps each sub-block's scale and min in one byte, the min in the high nibble.
+          if constexpr (W::kType == GgmlType::Q2_K) mv = _mm512_srli_epi16(mv, 4);
           for (int r = 0; r < R; ++r) {
             // vpdpwssd: the multiply and the add in one instruction (the same exact integers).
             summ[r][c] =
@@ -217,6 +224,30 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
             }
           }
         }
+      } else if constexpr (W::kType == GgmlType::Q2_K) {
+        // Q2_K: the codes q (0..3) are bits 2j..2j+1 of the sub-block's one vector.
+        for (auto& row : dot) {
+          for (auto& v : row) v = _mm512_setzero_si512();
+        }
+        __m512i lo[C];
+        for (int c = 0; c < C; ++c) {
+          lo[c] = _mm512_load_si512(blk[c] + W::kCodeOff + k * W::kCodeStride);
+        }
+        auto quad = [&]<int J>() {
+          __m512i q[C];
+          for (int c = 0; c < C; ++c) {
+            q[c] = _mm512_and_si512(J == 0 ? lo[c] : _mm512_srli_epi16(lo[c], 2 * J),
+                                    _mm512_set1_epi8(0x03));
+          }
+          for (int r = 0; r < R; ++r) {
+            const __m512i x = bcast32(xb[r] + kQsOff + 16 * k + 4 * static_cast<size_t>(J));
+            for (int c = 0; c < C; ++c) dot[r][c] = _mm512_dpbusd_epi32(dot[r][c], q[c], x);
+          }
+        };
+        quad.template operator()<0>();
+        quad.template operator()<1>();
+        quad.template operator()<2>();
+        quad.template operator()<3>();
       } else if constexpr (W::kType == GgmlType::Q3_K) {
         // Q3_K: codes u = q + 4, the offset taken out up front as -4 * xsum_k. Sub-block k's
         // third bits are bits 4 (k % 2) + j of its pair's vector.
@@ -282,10 +313,19 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
         }
       }
       for (int c = 0; c < C; ++c) {
-        const __m128i raw =
-            _mm_load_si128(reinterpret_cast<const __m128i*>(blk[c] + W::kScOff + 16 * k));
-        // Q4_K/Q5_K scales are unsigned 6-bit, Q6_K's signed 8-bit.
-        const __m512i sc = W::kHasMin ? _mm512_cvtepu8_epi32(raw) : _mm512_cvtepi8_epi32(raw);
+        __m512i sc;
+        if constexpr (W::kType == GgmlType::Q2_K) {
+          // Q2_K: the low nibble of byte k % 2 of the sub-block pair's int16 lanes.
+          const __m512i pair = _mm512_cvtepu16_epi32(_mm256_load_si256(
+              reinterpret_cast<const __m256i*>(blk[c] + W::kScOff + 32 * (k / 2))));
+          sc = _mm512_and_si512(k % 2 == 0 ? pair : _mm512_srli_epi32(pair, 8),
+                                _mm512_set1_epi32(0x0F));
+        } else {
+          const __m128i raw =
+              _mm_load_si128(reinterpret_cast<const __m128i*>(blk[c] + W::kScOff + 16 * k));
+          // Q4_K/Q5_K scales are unsigned 6-bit, Q6_K's and Q3_K's signed 8-bit.
+          sc = W::kHasMin ? _mm512_cvtepu8_epi32(raw) : _mm512_cvtepi8_epi32(raw);
+        }
         for (int r = 0; r < R; ++r) {
           const __m512i t = _mm512_mullo_epi32(dot[r][c], sc);
           sumi[r][c] = k == 0 ? t : _mm512_add_epi32(sumi[r][c], t);
@@ -352,6 +392,10 @@ void matmul_k_panels_avx512(const PanelView& w, const uint8_t* act, size_t act_s
   const KArgs a{w, act, act_stride, w.n_in / kKBlock, y, ldy, o_end};
   const size_t p_begin = o_begin / kPanelRows;
   const size_t p_end = (o_end + kPanelRows - 1) / kPanelRows;
+  if (w.type == GgmlType::Q2_K) {
+    return w.streamed ? k_loop<Layout<KPanelQ2KStream>>(a, p_begin, p_end, n_rows)
+                      : k_loop<Layout<KPanelQ2K>>(a, p_begin, p_end, n_rows);
+  }
   if (w.type == GgmlType::Q3_K) {
     return w.streamed ? k_loop<Layout<KPanelQ3KStream>>(a, p_begin, p_end, n_rows)
                       : k_loop<Layout<KPanelQ3K>>(a, p_begin, p_end, n_rows);

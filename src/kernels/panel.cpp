@@ -24,7 +24,9 @@ size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
   throw std::invalid_argument("pack_panels: " + what);
 }
 
-bool has_amx_k_kernel(GgmlType t) { return is_k_panel(t) && t != GgmlType::Q3_K; }
+bool has_amx_k_kernel(GgmlType t) {
+  return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
+}
 
 bool packable(GgmlType t) {
   return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::F16 || t == GgmlType::BF16 ||
@@ -140,7 +142,7 @@ void zero_row(GgmlType t, size_t n_in, uint8_t* dst) {
 }  // namespace
 
 bool panel_supported(GgmlType type) {
-  if (type == GgmlType::Q3_K) return active_isa() >= Isa::avx512;
+  if (type == GgmlType::Q2_K || type == GgmlType::Q3_K) return active_isa() >= Isa::avx512;
   if (is_k_panel(type)) return active_isa() >= Isa::avx2;
   return packable(type) && active_isa() >= Isa::avx512;
 }

@@ -92,6 +92,26 @@ void pack_q3_k(const BlockQ3_K& b, size_t lane, uint8_t* blk, uint8_t* scales) {
   std::memcpy(scales + 2 * lane, &b.d, 2);
 }
 
+// Q2_K: each sub-block's codes in one vector; its scale and min in one byte, int16-pair order.
+template <class W>
+void pack_q2_k(const BlockQ2_K& b, size_t lane, uint8_t* blk, uint8_t* scales) {
+  KCodes c;
+  k_codes(b, c);
+  for (size_t k = 0; k < 16; ++k) {
+    uint8_t* codes = blk + W::kCodeOff + k * W::kCodeStride;
+    for (size_t t = 0; t < 4; ++t) {
+      unsigned v = 0;
+      for (size_t j = 0; j < 4; ++j) {
+        v |= static_cast<unsigned>(c.q[16 * k + 4 * j + t]) << (2 * j);
+      }
+      at(codes, 0, lane, t) = static_cast<uint8_t>(v);
+    }
+    blk[W::kScOff + 32 * (k / 2) + 2 * lane + k % 2] = static_cast<uint8_t>(c.sc[k] | c.m[k] << 4);
+  }
+  std::memcpy(scales + 2 * lane, &b.d, 2);
+  std::memcpy(scales + 32 + 2 * lane, &b.dmin, 2);
+}
+
 // One stored row into lane `lane` of a panel in layout W.
 template <class W, class Block>
 void pack_row_as(const uint8_t* src, size_t nb, size_t lane, uint8_t* panel) {
@@ -100,7 +120,9 @@ void pack_row_as(const uint8_t* src, size_t nb, size_t lane, uint8_t* panel) {
     uint8_t* scales = W::kInline ? blk : panel + nb * W::kBlockBytes + b * W::kScaleBytes;
     Block x;
     std::memcpy(&x, src + b * sizeof x, sizeof x);
-    if constexpr (W::kHasMin) {
+    if constexpr (W::kType == GgmlType::Q2_K) {
+      pack_q2_k<W>(x, lane, blk, scales);
+    } else if constexpr (W::kHasMin) {
       pack_affine<W>(x, lane, blk, scales);
     } else if constexpr (W::kType == GgmlType::Q3_K) {
       pack_q3_k<W>(x, lane, blk, scales);
@@ -136,6 +158,9 @@ void pack_k_row(GgmlType t, bool stream, const uint8_t* src, size_t n_in, size_t
                 uint8_t* panel) {
   const size_t nb = n_in / kKBlock;
   switch (t) {
+    case GgmlType::Q2_K:
+      return stream ? pack_row_as<KPanelQ2KStream, BlockQ2_K>(src, nb, lane, panel)
+                    : pack_row_as<KPanelQ2K, BlockQ2_K>(src, nb, lane, panel);
     case GgmlType::Q3_K:
       return stream ? pack_row_as<KPanelQ3KStream, BlockQ3_K>(src, nb, lane, panel)
                     : pack_row_as<KPanelQ3K, BlockQ3_K>(src, nb, lane, panel);
@@ -161,6 +186,7 @@ float k_panel_dot(GgmlType t, const void* row, const void* q8_k_row, size_t n_in
   const auto* w = static_cast<const uint8_t*>(row);
   const auto* x = static_cast<const uint8_t*>(q8_k_row);
   const size_t nb = n_in / kKBlock;
+  if (t == GgmlType::Q2_K) return detail::k_panel_dot_blocks<BlockQ2_K>(w, x, nb);
   if (t == GgmlType::Q3_K) return detail::k_panel_dot_blocks<BlockQ3_K>(w, x, nb);
   if (t == GgmlType::Q4_K) return detail::k_panel_dot_blocks<BlockQ4_K>(w, x, nb);
   if (t == GgmlType::Q5_K) return detail::k_panel_dot_blocks<BlockQ5_K>(w, x, nb);

@@ -20,8 +20,9 @@ namespace {
 
 using testing::IsaGuard;
 
-const GgmlType kTypes[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::F16,  GgmlType::BF16,
-                           GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+const GgmlType kTypes[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::F16,
+                           GgmlType::BF16, GgmlType::Q2_K, GgmlType::Q3_K,
+                           GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
 
 // Input widths for a type: K panels need whole 256-element super-blocks.
 std::vector<size_t> widths(GgmlType t, std::vector<size_t> n_ins) {
@@ -211,6 +212,7 @@ void saturate(PanelProblem& p) {
   const size_t nb = p.n_in / kKBlock, bytes = ggml_type_info(p.wt).block_bytes;
   const size_t d_off = p.wt == GgmlType::Q6_K   ? offsetof(BlockQ6_K, d)
                        : p.wt == GgmlType::Q3_K ? offsetof(BlockQ3_K, d)
+                       : p.wt == GgmlType::Q2_K ? offsetof(BlockQ2_K, d)
                                                 : 0;
   const size_t d_len =
       p.wt == GgmlType::Q6_K || p.wt == GgmlType::Q3_K ? 2 : 4;  // Q4_K/Q5_K: d, dmin
@@ -233,16 +235,17 @@ void saturate(PanelProblem& p) {
 
 // Every K panel kernel (AVX2, AVX-512; AMX is held to AVX-512 below) gives each output exactly
 // k_panel_dot's float steps on the stored row: decode and prefill tiles, a partial last panel
-// and half-panel, leftover rows, codes and scales at their extremes, both layouts (Q3_K on
-// AVX-512 only).
+// and half-panel, leftover rows, codes and scales at their extremes, both layouts (Q2_K and
+// Q3_K on AVX-512 only).
 TEST(KernelPanel, KQuantEqualsScalarPanelStepsBitwise) {
   IsaGuard guard;
   std::mt19937 rng(17);
   for (Isa isa : {Isa::avx2, Isa::avx512}) {
     if (isa > best_isa()) continue;
     set_isa(isa);
-    for (GgmlType t : {GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
-      if (t == GgmlType::Q3_K && isa < Isa::avx512) {
+    for (GgmlType t :
+         {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+      if ((t == GgmlType::Q2_K || t == GgmlType::Q3_K) && isa < Isa::avx512) {
         EXPECT_FALSE(panel_supported(t));
         continue;
       }
