@@ -54,8 +54,6 @@ inline void block_codes(const BlockQ5_1& b, int32_t q[32]) {
 }
 
 // IQ4_NL: the nibbles (in Q4_0's order) index ggml's fixed table of levels.
-inline constexpr int8_t kIq4NlLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                            1,    13,   25,  38,  53,  69,  89,  113};
 inline void block_codes(const BlockIQ4_NL& b, int32_t q[32]) {
   for (int j = 0; j < 16; ++j) {
     q[j] = kIq4NlLevels[b.qs[j] & 0x0F];

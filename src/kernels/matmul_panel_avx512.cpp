@@ -69,6 +69,31 @@ struct PQ4_0 {
   }
 };
 
+// IQ4_NL: Q4_0's nibbles index the level table; looked up as u8 = level + 128 (Q8_0's offset,
+// so the same bias) by one byte shuffle per vector.
+struct PIQ4_NL {
+  static constexpr GgmlType kType = GgmlType::IQ4_NL;
+  static constexpr bool kStream = false;
+  static constexpr size_t kCodeBytes = panel_code_bytes(GgmlType::IQ4_NL);
+  static constexpr bool kTimes16 = false;
+  struct Table {
+    alignas(16) uint8_t v[16];
+  };
+  static constexpr Table kU8 = [] {
+    Table t{};
+    for (int i = 0; i < 16; ++i) t.v[i] = static_cast<uint8_t>(kIq4NlLevels[i] + 128);
+    return t;
+  }();
+  static void quads(const uint8_t* blk, int j, __m512i& lo, __m512i& hi) {
+    const __m512i lut =
+        _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kU8.v)));
+    const __m512i raw = _mm512_load_si512(blk + 64 * j);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    lo = _mm512_shuffle_epi8(lut, _mm512_and_si512(raw, m4));
+    hi = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4));
+  }
+};
+
 // The streamed layout of the same codes (panel.h): decode tiles take one panel, one ascending
 // stream, which they prefetch kStreamAhead on (see q_tile).
 template <class W>
@@ -308,6 +333,9 @@ void matmul_panels_avx512(const PanelView& w, const void* act, size_t act_stride
     case GgmlType::Q4_0:
       return w.streamed ? tile_loop<QTile, Streamed<PQ4_0>, 1, 2, 8>(a, p_begin, p_end, n_rows)
                         : tile_loop<QTile, PQ4_0, 4, 2, 8>(a, p_begin, p_end, n_rows);
+    case GgmlType::IQ4_NL:
+      return w.streamed ? tile_loop<QTile, Streamed<PIQ4_NL>, 1, 2, 8>(a, p_begin, p_end, n_rows)
+                        : tile_loop<QTile, PIQ4_NL, 4, 2, 8>(a, p_begin, p_end, n_rows);
     case GgmlType::F16:
       return tile_loop<FTile, PF16, 4, 2, 12>(a, p_begin, p_end, n_rows);
     case GgmlType::BF16:

@@ -29,8 +29,8 @@ bool has_amx_k_kernel(GgmlType t) {
 }
 
 bool packable(GgmlType t) {
-  return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::F16 || t == GgmlType::BF16 ||
-         is_k_panel(t);
+  return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::IQ4_NL ||
+         t == GgmlType::F16 || t == GgmlType::BF16 || is_k_panel(t);
 }
 
 size_t panel_bytes_for(GgmlType t, size_t n_in, bool streamed) {
@@ -67,6 +67,7 @@ void pack_row(GgmlType t, bool streamed, const uint8_t* src, size_t n_in, size_t
       }
       return;
     case GgmlType::Q4_0:
+    case GgmlType::IQ4_NL:  // the same block layout
       for (size_t b = 0; b < nb; ++b) {
         BlockQ4_0 blk;
         std::memcpy(&blk, src + b * sizeof blk, sizeof blk);
@@ -104,6 +105,7 @@ void unpack_row(const PanelMatrix& w, size_t lane, const uint8_t* panel, uint8_t
       }
       return;
     case GgmlType::Q4_0:
+    case GgmlType::IQ4_NL:
       for (size_t b = 0; b < nb; ++b) {
         BlockQ4_0 blk;
         std::memcpy(&blk.d, panel + q_scales_at(w.type, w.streamed, nb, b) + lane * 2, 2);

@@ -29,6 +29,7 @@ inline constexpr size_t kPanelRows = 16;
 //  * Q8_0: codes [nb][8 quads][16 rows][4 bytes] as u8 = q + 128, then scales [nb][16] f16.
 //  * Q4_0: nibbles [nb][4 vectors][16 rows][4 bytes]: the low nibble of byte (v, row, t) is
 //    element 4v+t of the block, the high nibble element 4(v+4)+t; then scales [nb][16] f16.
+//  * IQ4_NL: Q4_0's layout (the nibbles index the level table).
 //  * F16 / BF16: [n_in][16] values in the stored type.
 //  * Q4_K / Q5_K / Q6_K (q8_k activations; per 256-element super-block, panel_kquant.cpp):
 //    Q4_K: codes [8 sub-blocks][4 vectors][16 rows][4 bytes] (low nibble element 32k+4v+t,
@@ -78,7 +79,7 @@ inline bool is_k_panel(GgmlType t) {
          t == GgmlType::Q6_K;
 }
 inline bool is_quantized(GgmlType t) {
-  return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || is_k_panel(t);
+  return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::IQ4_NL || is_k_panel(t);
 }
 
 // Bytes of one super-block of 16 rows in a K panel (codes and sub-block scales; in the streamed

@@ -50,6 +50,8 @@ struct BlockIQ4_NL {
   uint16_t d;
   uint8_t qs[16];
 };
+inline constexpr int8_t kIq4NlLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
 
 // Q2_K: 16 sub-blocks of 16; scales[k] = 4-bit scale (low) | 4-bit min (high); 2-bit codes.
 struct BlockQ2_K {
