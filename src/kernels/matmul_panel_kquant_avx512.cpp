@@ -57,6 +57,24 @@ inline __m512i q3_quad(__m512i lo, __m512i hv) {
                          _mm512_and_si512(high, _mm512_set1_epi8(0x04)));
 }
 
+// The dots of a 16-element sub-block k (Q2_K, Q3_K) over its four quads J: code<J>(c) gives
+// panel c's u8 codes of quad J, and every row's dot adds their vpdpbusd with its x.
+template <int R, int C, class Code>
+inline void small_code_dots(__m512i (&dot)[R][C], const uint8_t* const* xb, size_t k, Code code) {
+  auto quad = [&]<int J>() {
+    __m512i q[C];
+    for (int c = 0; c < C; ++c) q[c] = code.template operator()<J>(c);
+    for (int r = 0; r < R; ++r) {
+      const __m512i x = bcast32(xb[r] + kQsOff + 16 * k + 4 * static_cast<size_t>(J));
+      for (int c = 0; c < C; ++c) dot[r][c] = _mm512_dpbusd_epi32(dot[r][c], q[c], x);
+    }
+  };
+  quad.template operator()<0>();
+  quad.template operator()<1>();
+  quad.template operator()<2>();
+  quad.template operator()<3>();
+}
+
 // Decode streams each panel once from DRAM: ask for the lines a fixed distance ahead of the
 // part of the codes being read (stream_ahead: on into the next tile's panel), into L2 (T1): an
 // L1 prefetch this far ahead holds one of L1's few miss buffers per line, and measured (Zen 4,
@@ -233,21 +251,10 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
         for (int c = 0; c < C; ++c) {
           lo[c] = _mm512_load_si512(blk[c] + W::kCodeOff + k * W::kCodeStride);
         }
-        auto quad = [&]<int J>() {
-          __m512i q[C];
-          for (int c = 0; c < C; ++c) {
-            q[c] = _mm512_and_si512(J == 0 ? lo[c] : _mm512_srli_epi16(lo[c], 2 * J),
-                                    _mm512_set1_epi8(0x03));
-          }
-          for (int r = 0; r < R; ++r) {
-            const __m512i x = bcast32(xb[r] + kQsOff + 16 * k + 4 * static_cast<size_t>(J));
-            for (int c = 0; c < C; ++c) dot[r][c] = _mm512_dpbusd_epi32(dot[r][c], q[c], x);
-          }
-        };
-        quad.template operator()<0>();
-        quad.template operator()<1>();
-        quad.template operator()<2>();
-        quad.template operator()<3>();
+        small_code_dots<R, C>(dot, xb, k, [&]<int J>(int c) {
+          return _mm512_and_si512(J == 0 ? lo[c] : _mm512_srli_epi16(lo[c], 2 * J),
+                                  _mm512_set1_epi8(0x03));
+        });
       } else if constexpr (W::kType == GgmlType::Q3_K) {
         // Q3_K: codes u = q + 4, the offset taken out up front as -4 * xsum_k. Sub-block k's
         // third bits are bits 4 (k % 2) + j of its pair's vector.
@@ -260,24 +267,12 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
           lo[c] = _mm512_load_si512(blk[c] + W::kCodeOff + k / 2 * W::kCodeStride + k % 2 * 64);
           hv[c] = _mm512_load_si512(blk[c] + W::kHighOff + k / 2 * W::kHighStride);
         }
-        auto quads = [&]<int H>() {
-          auto quad = [&]<int J>() {
-            __m512i q[C];
-            for (int c = 0; c < C; ++c) q[c] = q3_quad<J, 4 * H + J>(lo[c], hv[c]);
-            for (int r = 0; r < R; ++r) {
-              const __m512i x = bcast32(xb[r] + kQsOff + 16 * k + 4 * static_cast<size_t>(J));
-              for (int c = 0; c < C; ++c) dot[r][c] = _mm512_dpbusd_epi32(dot[r][c], q[c], x);
-            }
-          };
-          quad.template operator()<0>();
-          quad.template operator()<1>();
-          quad.template operator()<2>();
-          quad.template operator()<3>();
-        };
         if (k % 2 == 0) {
-          quads.template operator()<0>();
+          small_code_dots<R, C>(dot, xb, k,
+                                [&]<int J>(int c) { return q3_quad<J, J>(lo[c], hv[c]); });
         } else {
-          quads.template operator()<1>();
+          small_code_dots<R, C>(dot, xb, k,
+                                [&]<int J>(int c) { return q3_quad<J, 4 + J>(lo[c], hv[c]); });
         }
       } else {
         // Q6_K: the codes' +32 offset is taken out up front, -32 * xsum_k.
