@@ -162,8 +162,8 @@ PanelMatrix pack_panels(GgmlType type, const void* w, size_t row_bytes, size_t n
   m.type = type;
   m.n_in = n_in;
   m.n_out = n_out;
-  // AMX's K-panel kernels read the split layout; Q8_0/Q4_0 panels never meet AMX, nor Q3_K's
-  // (AVX-512 kernels only).
+  // AMX's K-panel kernels (Q4_K, Q5_K, Q6_K) read the split layout; the other quantized panels
+  // never meet AMX.
   const bool amx_k = has_amx_k_kernel(type) && active_isa() == Isa::amx;
   m.streamed = is_quantized(type) &&
                (layout == PanelLayout::automatic ? !amx_k : layout == PanelLayout::stream);
