@@ -48,7 +48,7 @@ struct PQ8_0 {
   static constexpr GgmlType kType = GgmlType::Q8_0;
   static constexpr bool kStream = false;
   static constexpr size_t kCodeBytes = panel_code_bytes(GgmlType::Q8_0);
-  static constexpr bool kTimes16 = false;
+  static constexpr float kCodeScale = 1.0f;
   static void quads(const uint8_t* blk, int j, __m512i& lo, __m512i& hi) {
     lo = _mm512_load_si512(blk + 64 * j);
     hi = _mm512_load_si512(blk + 64 * (j + 4));
@@ -60,12 +60,33 @@ struct PQ4_0 {
   static constexpr GgmlType kType = GgmlType::Q4_0;
   static constexpr bool kStream = false;
   static constexpr size_t kCodeBytes = panel_code_bytes(GgmlType::Q4_0);
-  static constexpr bool kTimes16 = true;
+  static constexpr float kCodeScale = 1.0f / 16.0f;
   static void quads(const uint8_t* blk, int j, __m512i& lo, __m512i& hi) {
     const __m512i raw = _mm512_load_si512(blk + 64 * j);
     const __m512i mask = _mm512_set1_epi8(static_cast<char>(0xF0));
     lo = _mm512_and_si512(_mm512_slli_epi16(raw, 4), mask);
     hi = _mm512_and_si512(raw, mask);
+  }
+};
+
+// Q5_0: Q4_0's nibbles with the 5th bits after them, as u8 = 8 q (q = value + 16: the +128
+// offset once scaled by 1/8, as Q4_0's). 16-bit shifts: the masks drop what crosses bytes.
+struct PQ5_0 {
+  static constexpr GgmlType kType = GgmlType::Q5_0;
+  static constexpr bool kStream = false;
+  static constexpr size_t kCodeBytes = panel_code_bytes(GgmlType::Q5_0);
+  static constexpr float kCodeScale = 1.0f / 8.0f;
+  static void quads(const uint8_t* blk, int j, __m512i& lo, __m512i& hi) {
+    const __m512i raw = _mm512_load_si512(blk + 64 * j);
+    const __m512i hv = _mm512_load_si512(blk + 256);
+    const __m512i m_low = _mm512_set1_epi8(0x78), m_top = _mm512_set1_epi8(static_cast<char>(0x80));
+    // Bit j of a 5th-bit byte (quad j) and bit j + 4 (quad j + 4) moved to bit 7.
+    const __m512i h_lo = _mm512_sll_epi16(hv, _mm_cvtsi32_si128(7 - j));
+    const __m512i h_hi = _mm512_sll_epi16(hv, _mm_cvtsi32_si128(3 - j));
+    lo = _mm512_or_si512(_mm512_and_si512(_mm512_slli_epi16(raw, 3), m_low),
+                         _mm512_and_si512(h_lo, m_top));
+    hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(raw, 1), m_low),
+                         _mm512_and_si512(h_hi, m_top));
   }
 };
 
@@ -75,7 +96,7 @@ struct PIQ4_NL {
   static constexpr GgmlType kType = GgmlType::IQ4_NL;
   static constexpr bool kStream = false;
   static constexpr size_t kCodeBytes = panel_code_bytes(GgmlType::IQ4_NL);
-  static constexpr bool kTimes16 = false;
+  static constexpr float kCodeScale = 1.0f;
   struct Table {
     alignas(16) uint8_t v[16];
   };
@@ -170,7 +191,10 @@ void q_tile(const Args& a, size_t p0, size_t r0) {
     for (int c = 0; c < C; ++c) {
       const __m256i h = _mm256_load_si256(reinterpret_cast<const __m256i*>(scales(c, b)));
       sw[c] = _mm512_cvtph_ps(h);
-      if constexpr (W::kTimes16) sw[c] = _mm512_mul_ps(sw[c], _mm512_set1_ps(1.0f / 16.0f));
+      // Codes kept as a multiple of q (Q4_0 16 q, Q5_0 8 q): a power of two, exact.
+      if constexpr (W::kCodeScale != 1.0f) {
+        sw[c] = _mm512_mul_ps(sw[c], _mm512_set1_ps(W::kCodeScale));
+      }
     }
     for (int r = 0; r < R; ++r) {
       const __m512 dx = _mm512_set1_ps(ir[r][b].d);
@@ -333,6 +357,9 @@ void matmul_panels_avx512(const PanelView& w, const void* act, size_t act_stride
     case GgmlType::Q4_0:
       return w.streamed ? tile_loop<QTile, Streamed<PQ4_0>, 1, 2, 8>(a, p_begin, p_end, n_rows)
                         : tile_loop<QTile, PQ4_0, 4, 2, 8>(a, p_begin, p_end, n_rows);
+    case GgmlType::Q5_0:
+      return w.streamed ? tile_loop<QTile, Streamed<PQ5_0>, 1, 2, 8>(a, p_begin, p_end, n_rows)
+                        : tile_loop<QTile, PQ5_0, 4, 2, 8>(a, p_begin, p_end, n_rows);
     case GgmlType::IQ4_NL:
       return w.streamed ? tile_loop<QTile, Streamed<PIQ4_NL>, 1, 2, 8>(a, p_begin, p_end, n_rows)
                         : tile_loop<QTile, PIQ4_NL, 4, 2, 8>(a, p_begin, p_end, n_rows);

@@ -29,8 +29,8 @@ bool has_amx_k_kernel(GgmlType t) {
 }
 
 bool packable(GgmlType t) {
-  return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::IQ4_NL ||
-         t == GgmlType::F16 || t == GgmlType::BF16 || is_k_panel(t);
+  return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q5_0 ||
+         t == GgmlType::IQ4_NL || t == GgmlType::F16 || t == GgmlType::BF16 || is_k_panel(t);
 }
 
 size_t panel_bytes_for(GgmlType t, size_t n_in, bool streamed) {
@@ -62,6 +62,21 @@ void pack_row(GgmlType t, bool streamed, const uint8_t* src, size_t n_in, size_t
         uint8_t* codes = panel + q_codes_at(t, streamed, b) + lane * 4;
         for (size_t e = 0; e < kQBlock; ++e) {
           codes[e / 4 * 64 + e % 4] = static_cast<uint8_t>(static_cast<uint8_t>(blk.qs[e]) ^ 0x80u);
+        }
+        std::memcpy(panel + q_scales_at(t, streamed, nb, b) + lane * 2, &blk.d, 2);
+      }
+      return;
+    case GgmlType::Q5_0:
+      for (size_t b = 0; b < nb; ++b) {
+        BlockQ5_0 blk;
+        std::memcpy(&blk, src + b * sizeof blk, sizeof blk);
+        uint8_t* codes = panel + q_codes_at(t, streamed, b);
+        for (size_t v = 0; v < 4; ++v) std::memcpy(codes + v * 64 + lane * 4, blk.qs + 4 * v, 4);
+        const uint32_t qh = load_qh(blk.qh);
+        for (size_t byte = 0; byte < 4; ++byte) {
+          unsigned bits = 0;
+          for (size_t j = 0; j < 8; ++j) bits |= ((qh >> (4 * j + byte)) & 1u) << j;
+          codes[256 + lane * 4 + byte] = static_cast<uint8_t>(bits);
         }
         std::memcpy(panel + q_scales_at(t, streamed, nb, b) + lane * 2, &blk.d, 2);
       }
@@ -101,6 +116,22 @@ void unpack_row(const PanelMatrix& w, size_t lane, const uint8_t* panel, uint8_t
         for (size_t e = 0; e < kQBlock; ++e) {
           blk.qs[e] = static_cast<int8_t>(codes[e / 4 * 64 + e % 4] ^ 0x80);
         }
+        std::memcpy(dst + b * sizeof blk, &blk, sizeof blk);
+      }
+      return;
+    case GgmlType::Q5_0:
+      for (size_t b = 0; b < nb; ++b) {
+        BlockQ5_0 blk;
+        std::memcpy(&blk.d, panel + q_scales_at(w.type, w.streamed, nb, b) + lane * 2, 2);
+        const uint8_t* codes = panel + q_codes_at(w.type, w.streamed, b);
+        for (size_t v = 0; v < 4; ++v) std::memcpy(blk.qs + 4 * v, codes + v * 64 + lane * 4, 4);
+        uint32_t qh = 0;
+        for (size_t byte = 0; byte < 4; ++byte) {
+          for (size_t j = 0; j < 8; ++j) {
+            qh |= static_cast<uint32_t>((codes[256 + lane * 4 + byte] >> j) & 1u) << (4 * j + byte);
+          }
+        }
+        std::memcpy(blk.qh, &qh, 4);
         std::memcpy(dst + b * sizeof blk, &blk, sizeof blk);
       }
       return;

@@ -30,6 +30,8 @@ inline constexpr size_t kPanelRows = 16;
 //  * Q4_0: nibbles [nb][4 vectors][16 rows][4 bytes]: the low nibble of byte (v, row, t) is
 //    element 4v+t of the block, the high nibble element 4(v+4)+t; then scales [nb][16] f16.
 //  * IQ4_NL: Q4_0's layout (the nibbles index the level table).
+//  * Q5_0: Q4_0's nibbles, then the 5th bits [16 rows][4 bytes] (bit j of byte t: element
+//    4j + t's), then scales [nb][16] f16.
 //  * F16 / BF16: [n_in][16] values in the stored type.
 //  * Q4_K / Q5_K / Q6_K (q8_k activations; per 256-element super-block, panel_kquant.cpp):
 //    Q4_K: codes [8 sub-blocks][4 vectors][16 rows][4 bytes] (low nibble element 32k+4v+t,
@@ -79,7 +81,8 @@ inline bool is_k_panel(GgmlType t) {
          t == GgmlType::Q6_K;
 }
 inline bool is_quantized(GgmlType t) {
-  return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::IQ4_NL || is_k_panel(t);
+  return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q5_0 ||
+         t == GgmlType::IQ4_NL || is_k_panel(t);
 }
 
 // Bytes of one super-block of 16 rows in a K panel (codes and sub-block scales; in the streamed
@@ -97,7 +100,9 @@ constexpr size_t k_panel_scale_bytes(GgmlType t) {
 // Bytes of one block of 16 rows in a quantized panel: the codes, then (after all blocks' codes)
 // the 16 f16 scales.
 inline constexpr size_t kPanelScaleBytes = 2 * kPanelRows;
-constexpr size_t panel_code_bytes(GgmlType t) { return t == GgmlType::Q8_0 ? 512 : 256; }
+constexpr size_t panel_code_bytes(GgmlType t) {
+  return t == GgmlType::Q8_0 ? 512 : t == GgmlType::Q5_0 ? 320 : 256;
+}
 // Q8_0/Q4_0 streamed: blocks in pairs, the pair's two scale vectors (64 bytes) ahead of its
 // codes. Where block b's codes and scales sit from a panel's start.
 constexpr size_t panel_pair_bytes(GgmlType t) {

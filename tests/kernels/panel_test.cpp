@@ -20,9 +20,9 @@ namespace {
 
 using testing::IsaGuard;
 
-const GgmlType kTypes[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::IQ4_NL, GgmlType::F16,
-                           GgmlType::BF16, GgmlType::Q2_K, GgmlType::Q3_K,   GgmlType::Q4_K,
-                           GgmlType::Q5_K, GgmlType::Q6_K};
+const GgmlType kTypes[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::IQ4_NL,
+                           GgmlType::F16,  GgmlType::BF16, GgmlType::Q2_K, GgmlType::Q3_K,
+                           GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
 
 // Input widths for a type: K panels need whole 256-element super-blocks.
 std::vector<size_t> widths(GgmlType t, std::vector<size_t> n_ins) {
