@@ -131,13 +131,20 @@ size_t DraftModelProposer::build_pass(std::span<const DraftRequest> reqs,
   row_slot_.clear();
   // Sequences whose whole backlog fits go first (decoding ones: one or two tokens), then the
   // rest take what is left of the pass in chunks; every pass feeds at least one token.
+  // A backlog of more than kCatchUpSplit tokens (a probe's, a new request's) leaves its last
+  // token to a pass of its own: the first draft then comes from a pass of decode size, whose
+  // time is what the controller prices a draft pass by. Priced by catch-up passes instead (tens
+  // of rows, and probes ever rarer so their backlogs ever longer), a one-row pass looked as
+  // dear as a target step, and a round could stay at probes for a thousand steps
+  // (docs/speculative.md).
   size_t budget = kMaxPassTokens;
   for (int round = 0; round < 2; ++round) {
     for (size_t i = 0; i < reqs.size(); ++i) {
       Slot& s = slots_[i];
       if (round == 0) s.take = 0;
       if (s.done || s.take > 0) continue;
-      const size_t want = s.len + drafts[i].tokens.size() - s.fed;
+      size_t want = s.len + drafts[i].tokens.size() - s.fed;
+      if (want > kCatchUpSplit) --want;
       if (round == 0 && want > budget) continue;
       s.take = std::min(want, budget);
       budget -= s.take;

@@ -32,6 +32,8 @@ class DraftModelProposer : public Proposer {
   // Most tokens one draft forward pass feeds: a sequence catching up on a whole prompt (after
   // admission or preemption) does so in chunks of at most this many.
   static constexpr size_t kMaxPassTokens = 256;
+  // A longer backlog feeds its last token in a pass of its own (build_pass).
+  static constexpr size_t kCatchUpSplit = 4;
 
   // n_blocks, block_size and kv_type are the target's pool. Throws lift::Error when the draft
   // cannot serve this target: another vocabulary (its size, or the first token id whose text or

@@ -300,6 +300,23 @@ TEST(DraftProposer, AOneRowPassIsNotPricedAtACatchUpPass) {
   EXPECT_DOUBLE_EQ(p.cost_seconds(1, 2), 20 * guess);
 }
 
+// A probe on a sequence the draft has not seen (here a 300-token prompt): the catch-up runs in
+// its own pass and the one draft comes from a one-row pass, so the controller's price of a
+// draft pass is measured at once. Without the split the one pass ran all 301 rows, one row
+// stayed at the guess, and a round could stay at probes for a thousand steps.
+TEST(DraftProposer, AProbeMeasuresAOneRowPass) {
+  Models& m = Models::get();
+  DraftModelProposer p = m.proposer();
+  const double guess = static_cast<double>(m.draft->weight_bytes()) / 10e9;
+  const std::vector<int32_t> lp = long_prompt();
+  const std::vector<int32_t> lg = draft_greedy(lp, 2);
+  Seq b(lp, {lg[0]}, greedy(), blocks(0, 20));
+  std::vector<Draft> d(1);
+  p.propose(std::vector<DraftRequest>{{&b.seq, 1}}, d);
+  EXPECT_EQ(d[0].tokens, slice(lg, 1, 2));
+  EXPECT_NE(p.cost_seconds(1, 1), guess) << "no one-row pass was measured";
+}
+
 TEST(DraftProposer, CostBeforeAnyMeasurementIsTheDraftsWeightsAt10GBPerSecond) {
   Models& m = Models::get();
   DraftModelProposer p = m.proposer();
