@@ -52,9 +52,10 @@ describe('signals', () => {
 
 describe('draining', () => {
   it('while draining /health says 503, a non-streamed request cut off gets 503 (never 200), and a stream ends with finish_reason "abort"', T, async () => {
-    // The stream's 1,900 tokens share each step with the 8 samples of the non-streamed request,
-    // so they take several seconds on 2 cores: the grace (1 s) runs out first. (Alone they once
-    // took ~3 s; faster attention brought that under the grace and the stream finished.)
+    // The stream's 1,900 tokens share each step with the 16 samples of the non-streamed request,
+    // so they take many seconds on 2 cores: the grace (1 s) runs out first. (Alone they once
+    // took ~3 s; faster attention brought that under the grace and the stream finished; with 8
+    // samples, faster kernels on a fast spell did once more.)
     const srv = await startServer({ model: STORIES, args: ['--shutdown-grace', '1'] });
     try {
       let events = 0;
@@ -63,7 +64,7 @@ describe('draining', () => {
       const stream = sse(srv, '/v1/completions', { ...long, stream: true }, {
         timeoutMs: 20000, onEvent: (e) => { ++events; last = e; },
       }).then((r) => ({ r }), (e) => ({ e }));
-      const plain = post(srv, '/v1/completions', { ...long, seed: 2, n: 8 }, { timeoutMs: 20000 }).then((r) => ({ r }), (e) => ({ e }));
+      const plain = post(srv, '/v1/completions', { ...long, seed: 2, n: 16 }, { timeoutMs: 20000 }).then((r) => ({ r }), (e) => ({ e }));
       const t0 = Date.now();
       while (events < 3 && Date.now() - t0 < 10000) await sleep(5);
       srv.stopping = true;  // it exits by itself below
