@@ -44,17 +44,23 @@ inline void store_lanes(const KArgs& a, size_t p, size_t r, __m512 v) {
   }
 }
 
-// Q3_K quad J of a sub-block as u8 codes u = q + 4: the low two bits from bits 2J..2J+1 of lo,
-// the third from bit S of hv, moved to bit 2 (16-bit shifts: the masks drop what crosses from
-// the neighbouring byte, which lands below bit 2 on the left shifts and above it on the right).
+// Quad J of a Q2_K/Q3_K sub-block's 2-bit code vector: bits 2J..2J+1 of each byte (a 16-bit
+// shift: the mask drops what crosses from the neighbouring byte).
+template <int J>
+inline __m512i bit_pair(__m512i lo) {
+  const __m512i v = J == 0 ? lo : _mm512_srli_epi16(lo, 2 * J);
+  return _mm512_and_si512(v, _mm512_set1_epi8(0x03));
+}
+
+// Q3_K quad J of a sub-block as u8 codes u = q + 4: the low two bits from lo, the third from
+// bit S of hv, moved to bit 2 (the crossing bits land below bit 2 on the left shifts and above
+// it on the right).
 template <int J, int S>
 inline __m512i q3_quad(__m512i lo, __m512i hv) {
-  __m512i low = lo, high = hv;
-  if constexpr (J > 0) low = _mm512_srli_epi16(lo, 2 * J);
+  __m512i high = hv;
   if constexpr (S < 2) high = _mm512_slli_epi16(hv, 2 - S);
   if constexpr (S > 2) high = _mm512_srli_epi16(hv, S - 2);
-  return _mm512_or_si512(_mm512_and_si512(low, _mm512_set1_epi8(0x03)),
-                         _mm512_and_si512(high, _mm512_set1_epi8(0x04)));
+  return _mm512_or_si512(bit_pair<J>(lo), _mm512_and_si512(high, _mm512_set1_epi8(0x04)));
 }
 
 // The dots of a 16-element sub-block k (Q2_K, Q3_K) over its four quads J: code<J>(c) gives
@@ -251,10 +257,7 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
         for (int c = 0; c < C; ++c) {
           lo[c] = _mm512_load_si512(blk[c] + W::kCodeOff + k * W::kCodeStride);
         }
-        small_code_dots<R, C>(dot, xb, k, [&]<int J>(int c) {
-          return _mm512_and_si512(J == 0 ? lo[c] : _mm512_srli_epi16(lo[c], 2 * J),
-                                  _mm512_set1_epi8(0x03));
-        });
+        small_code_dots<R, C>(dot, xb, k, [&]<int J>(int c) { return bit_pair<J>(lo[c]); });
       } else if constexpr (W::kType == GgmlType::Q3_K) {
         // Q3_K: codes u = q + 4, the offset taken out up front as -4 * xsum_k. Sub-block k's
         // third bits are bits 4 (k % 2) + j of its pair's vector.

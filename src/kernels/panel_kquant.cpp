@@ -68,6 +68,14 @@ void pack_q6_k(const BlockQ6_K& b, size_t lane, uint8_t* blk, uint8_t* scales) {
   std::memcpy(scales + 2 * lane, &b.d, 2);
 }
 
+// Byte t of a 2-bit code vector: bits 2j..2j+1 hold the low two bits of u = q[4j] + bias for
+// j = 0..3 (q from element 16k + t of sub-block k on: the element of quad j at byte t).
+inline uint8_t bit_pairs(const int8_t* q, int bias) {
+  unsigned v = 0;
+  for (size_t j = 0; j < 4; ++j) v |= (static_cast<unsigned>(q[4 * j] + bias) & 3u) << (2 * j);
+  return static_cast<uint8_t>(v);
+}
+
 // Q3_K: per pair of sub-blocks the low two bits of each and their third bits together.
 template <class W>
 void pack_q3_k(const BlockQ3_K& b, size_t lane, uint8_t* blk, uint8_t* scales) {
@@ -77,15 +85,13 @@ void pack_q3_k(const BlockQ3_K& b, size_t lane, uint8_t* blk, uint8_t* scales) {
     uint8_t* low = blk + W::kCodeOff + k / 2 * W::kCodeStride + k % 2 * 64;
     uint8_t* high = blk + W::kHighOff + k / 2 * W::kHighStride;
     for (size_t t = 0; t < 4; ++t) {
-      uint8_t lo = 0, hi = at(high, 0, lane, t);  // the pair's other sub-block may be in
+      at(low, 0, lane, t) = bit_pairs(c.q + 16 * k + t, 4);
+      uint8_t& hi = at(high, 0, lane, t);  // the pair's other sub-block may be in already
       for (size_t j = 0; j < 4; ++j) {
-        // The unsigned 3-bit code (q + 4) of element 16k + 4j + t.
+        // The third bit of the 3-bit code q + 4 of element 16k + 4j + t.
         const auto u = static_cast<unsigned>(c.q[16 * k + 4 * j + t] + 4);
-        lo = static_cast<uint8_t>(lo | (u & 3) << (2 * j));
         hi = static_cast<uint8_t>(hi | (u >> 2) << (4 * (k % 2) + j));
       }
-      at(low, 0, lane, t) = lo;
-      at(high, 0, lane, t) = hi;
     }
     blk[W::kScOff + 16 * k + lane] = static_cast<uint8_t>(c.sc[k]);
   }
@@ -99,13 +105,7 @@ void pack_q2_k(const BlockQ2_K& b, size_t lane, uint8_t* blk, uint8_t* scales) {
   k_codes(b, c);
   for (size_t k = 0; k < 16; ++k) {
     uint8_t* codes = blk + W::kCodeOff + k * W::kCodeStride;
-    for (size_t t = 0; t < 4; ++t) {
-      unsigned v = 0;
-      for (size_t j = 0; j < 4; ++j) {
-        v |= static_cast<unsigned>(c.q[16 * k + 4 * j + t]) << (2 * j);
-      }
-      at(codes, 0, lane, t) = static_cast<uint8_t>(v);
-    }
+    for (size_t t = 0; t < 4; ++t) at(codes, 0, lane, t) = bit_pairs(c.q + 16 * k + t, 0);
     blk[W::kScOff + 32 * (k / 2) + 2 * lane + k % 2] = static_cast<uint8_t>(c.sc[k] | c.m[k] << 4);
   }
   std::memcpy(scales + 2 * lane, &b.d, 2);
