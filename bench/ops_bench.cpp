@@ -180,11 +180,14 @@ int register_all() {
           t, n_ctx)
           ->Unit(benchmark::kMicrosecond);
     }
-    for (size_t layers : {1u, 22u}) {
-      const std::string shape = std::to_string(layers) + "x2048/8";
-      benchmark::RegisterBenchmark(("attention/model/" + type + "/" + shape).c_str(),
-                                   bm_attention_model, t, layers, size_t{2048}, size_t{8})
-          ->Unit(benchmark::kMicrosecond);
+    // Query heads per K/V head: 8 (grouped-query attention, the 1.1B shape) and 1 (MHA).
+    for (size_t group : {8u, 4u, 2u, 1u}) {
+      for (size_t layers : {1u, 22u}) {
+        const std::string shape = std::to_string(layers) + "x2048/" + std::to_string(group);
+        benchmark::RegisterBenchmark(("attention/model/" + type + "/" + shape).c_str(),
+                                     bm_attention_model, t, layers, size_t{2048}, group)
+            ->Unit(benchmark::kMicrosecond);
+      }
     }
     benchmark::RegisterBenchmark(("attention/prefill/" + type + "/512").c_str(),
                                  bm_attention_prefill, t, size_t{512})

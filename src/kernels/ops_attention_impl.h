@@ -550,6 +550,31 @@ inline const float* k_block(const KvLayerView& kv, size_t block, size_t kv_offse
   return load_floats(kv, kv.k, k_at(kv, block * bs, kv_offset), head_dim * bs, buf);
 }
 
+// A cache block's K and V of one head, asked for into L1 kPrefetchBlocks blocks before use.
+// Blocks sit wherever the block table puts them, each head's K a 4 KiB run and its V 16 rows of
+// 256 bytes 1 KiB apart (1.1B shape), and the hardware prefetchers do not follow from one block
+// to the next: a context whose K/V had left the caches was read at 6 GB/s by one thread
+// (attention/model/F32/22x2048/8). V is stored by slot here (narrow heads, whose V is
+// transposed, go to attend_narrow). Always inlined: on its own, a function that only
+// prefetches is `const` to GCC (no side effects, nothing returned) and its calls were deleted.
+[[gnu::always_inline]] inline void prefetch_block(const KvLayerView& kv, size_t block,
+                                                  size_t kv_offset, size_t head_dim) {
+  const size_t bs = kv.block_size, elem = kv.type == GgmlType::F32 ? 4 : 2;
+  const uintptr_t k =
+      reinterpret_cast<uintptr_t>(kv.k) + (block * kv.kv_dim + kv_offset) * bs * elem;
+  for (size_t o = 0; o < head_dim * bs * elem; o += 64) {
+    __builtin_prefetch(reinterpret_cast<const void*>(k + o), 0, 3);
+  }
+  const size_t row = kv.kv_dim * elem;
+  uintptr_t v = reinterpret_cast<uintptr_t>(kv.v) + (block * bs * kv.kv_dim + kv_offset) * elem;
+  for (size_t j = 0; j < bs; ++j, v += row) {
+    for (size_t o = 0; o < head_dim * elem; o += 64) {
+      __builtin_prefetch(reinterpret_cast<const void*>(v + o), 0, 3);
+    }
+  }
+}
+inline constexpr size_t kPrefetchBlocks = 2;
+
 // One head's V rows of a block as floats, `stride` apart: converted into buf for F16. For
 // F32 they are read in place (rows kv_dim apart), but copied next to each other into buf for a
 // tile that reads each row more than once (over 4 queries: see accumulate_rows) when rows of
@@ -1051,6 +1076,15 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
   // group of blocks together.
   const bool share_k = n_q >= kScoreBatch;
   const size_t group = share_k ? 1 : kScoreBatch / n_q;
+  // Blocks asked for ahead (prefetch_block) by tiles of several queries (a decode token's
+  // grouped query heads, a prompt chunk): they score fewer blocks per pass and waited on memory
+  // block by block. From DRAM (attention/model/T/22x2048/G, one thread): F32 G = 8 13.7
+  // -> 11.2-11.6 ms, G = 4 11.4 -> 8.3-8.9, G = 2 7.0-8.6 -> 6.4-7.0; F16 G = 8 8.8-9.3 -> 7.0-7.9,
+  // G = 4 8.7 -> 6.5, G = 2 7.5 -> 5.3-5.5. From cache (1x2048) F32 costs 8-14% at G = 2-4 (F16
+  // alike), a small share of a short context's step. One query scores kScoreBatch blocks per pass,
+  // which keeps their loads in flight already: there the prefetches measured no faster from
+  // DRAM in F32 and 15-25% slower from cache.
+  const bool prefetch = n_q > 1;
   // The queries and outputs are worked on in rows next to each other too (see v_rows), from
   // the first cache line boundary in the scratch on.
   float* qbuf = scratch + (64 - reinterpret_cast<uintptr_t>(scratch) % 64) % 64 / sizeof(float);
@@ -1085,6 +1119,10 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
     size_t n_blocks = 0;
     for (; n_blocks < group && start < max_ctx; ++n_blocks, start += bs, ++b) {
       const size_t g = n_blocks;
+      if (prefetch && (b + kPrefetchBlocks) * bs < max_ctx) {
+        prefetch_block(kv, static_cast<size_t>(block_table[b + kPrefetchBlocks]), kv_offset,
+                       head_dim);
+      }
       slot0[g] = static_cast<size_t>(block_table[b]) * bs;
       block_len[g] = min_of(bs, max_ctx - start);
       block_start[g] = start;
