@@ -81,6 +81,30 @@ inline void small_code_dots(__m512i (&dot)[R][C], const uint8_t* const* xb, size
   quad.template operator()<3>();
 }
 
+// A Q8_K block's sub-block sums in pairs, each pair's two as the int16 halves of one int32 (the
+// vpmaddwd operand of the min term; every sum fits: at most 32 x 128). Q2_K's 16-element
+// sub-blocks are Q8_K's own sums, already stored in that order; Q4_K/Q5_K's 32-element ones are
+// sums of two of them, added and packed by vector (in place of 16 scalar loads and adds and a
+// move to a vector register per pair, per row of every tile).
+template <size_t Subs>
+inline void sub_block_sum_pairs(const uint8_t* xb, int32_t (&pairs)[Subs / 2]) {
+  if constexpr (Subs == 16) {
+    std::memcpy(pairs, xb + kQ8KBsumsOff, sizeof(pairs));
+  } else {
+    static_assert(Subs == 8);
+    const __m256i sums16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + kQ8KBsumsOff));
+    const __m256i sums32 = _mm256_madd_epi16(sums16, _mm256_set1_epi16(1));
+    // Per 128-bit lane the lane's four sums as int16, twice: pairs (0, 1), (2, 3) | (4, 5), (6, 7)
+    // are int32 elements 0, 1 and 4, 5.
+    alignas(32) int32_t packed[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(packed), _mm256_packs_epi32(sums32, sums32));
+    pairs[0] = packed[0];
+    pairs[1] = packed[1];
+    pairs[2] = packed[4];
+    pairs[3] = packed[5];
+  }
+}
+
 // Decode streams each panel once from DRAM: ask for the lines a fixed distance ahead of the
 // part of the codes being read (stream_ahead: on into the next tile's panel), into L2 (T1): an
 // L1 prefetch this far ahead holds one of L1's few miss buffers per line, and measured (Zen 4,
@@ -134,19 +158,12 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
     if constexpr (W::kHasMin) {
       // Q2_K/Q4_K/Q5_K's min term: per lane sum_k m_k * xsum_k, two sub-blocks per vpmaddwd
       // (a Q4_K/Q5_K sub-block's xsum is two of Q8_K's 16-element sums, a Q2_K one's one).
-      constexpr int kSums = 16 / static_cast<int>(W::kSubs);
+      int32_t pairs[R][W::kSubs / 2];
+      for (int r = 0; r < R; ++r) sub_block_sum_pairs<W::kSubs>(xb[r], pairs[r]);
       __m512i summ[R][C];
       for (int i = 0; i < static_cast<int>(W::kSubs) / 2; ++i) {
         __m512i xp[R];
-        for (int r = 0; r < R; ++r) {
-          int32_t s0 = 0, s1 = 0;
-          for (int j = 0; j < kSums; ++j) {
-            s0 += q8k_bsum(xb[r], static_cast<size_t>(2 * kSums * i + j));
-            s1 += q8k_bsum(xb[r], static_cast<size_t>(2 * kSums * i + kSums + j));
-          }
-          xp[r] = _mm512_set1_epi32(static_cast<int32_t>((static_cast<uint32_t>(s0) & 0xFFFFu) |
-                                                         (static_cast<uint32_t>(s1) << 16)));
-        }
+        for (int r = 0; r < R; ++r) xp[r] = _mm512_set1_epi32(pairs[r][i]);
         for (int c = 0; c < C; ++c) {
           __m512i mv = _mm512_cvtepu8_epi16(
               _mm256_load_si256(reinterpret_cast<const __m256i*>(blk[c] + W::kMinOff + 32 * i)));
@@ -165,6 +182,17 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
           acc[r][c] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(summ[r][c]), _mm512_mul_ps(dmin, dx[r]),
                                        acc[r][c]);
         }
+      }
+    }
+    // Q3_K/Q6_K: each row's code offset term per sub-block, -offset * xsum_k, all 16 at once.
+    alignas(64) int32_t offsets[W::kHasMin ? 1 : R][16];
+    if constexpr (!W::kHasMin) {
+      constexpr int kShift = W::kType == GgmlType::Q3_K ? 2 : 5;  // codes stored as q + 4, q + 32
+      for (int r = 0; r < R; ++r) {
+        const __m512i sums = _mm512_cvtepi16_epi32(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[r] + kQ8KBsumsOff)));
+        _mm512_store_si512(
+            offsets[r], _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sums, kShift)));
       }
     }
     __m512i sumi[R][C];
@@ -262,7 +290,7 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
         // Q3_K: codes u = q + 4, the offset taken out up front as -4 * xsum_k. Sub-block k's
         // third bits are bits 4 (k % 2) + j of its pair's vector.
         for (int r = 0; r < R; ++r) {
-          const __m512i bias = _mm512_set1_epi32(-4 * q8k_bsum(xb[r], k));
+          const __m512i bias = _mm512_set1_epi32(offsets[r][k]);
           for (int c = 0; c < C; ++c) dot[r][c] = bias;
         }
         __m512i lo[C], hv[C];
@@ -280,7 +308,7 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
       } else {
         // Q6_K: the codes' +32 offset is taken out up front, -32 * xsum_k.
         for (int r = 0; r < R; ++r) {
-          const __m512i bias = _mm512_set1_epi32(-32 * q8k_bsum(xb[r], k));
+          const __m512i bias = _mm512_set1_epi32(offsets[r][k]);
           for (int c = 0; c < C; ++c) dot[r][c] = bias;
         }
         const __m512i m2 = _mm512_set1_epi8(0x30);
