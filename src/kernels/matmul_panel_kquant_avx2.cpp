@@ -225,15 +225,12 @@ void k_tile(const KArgs& a, size_t p, int h0, size_t r0) {
     }
     if constexpr (W::kHasMin) {
       // The min term: per lane sum_k m_k * xsum_k, two sub-blocks per vpmaddwd.
+      int32_t pairs[R][4];
+      for (int r = 0; r < R; ++r) sub_block_sum_pairs<8>(xb[r], pairs[r]);
       __m256i summ[R][H];
       for (int i = 0; i < 4; ++i) {
         __m256i xp[R];
-        for (int r = 0; r < R; ++r) {
-          const int32_t s0 = q8k_bsum(xb[r], 4 * i) + q8k_bsum(xb[r], 4 * i + 1);
-          const int32_t s1 = q8k_bsum(xb[r], 4 * i + 2) + q8k_bsum(xb[r], 4 * i + 3);
-          xp[r] = _mm256_set1_epi32(static_cast<int32_t>((static_cast<uint32_t>(s0) & 0xFFFFu) |
-                                                         (static_cast<uint32_t>(s1) << 16)));
-        }
+        for (int r = 0; r < R; ++r) xp[r] = _mm256_set1_epi32(pairs[r][i]);
         for (int h = 0; h < H; ++h) {
           const __m256i mv = _mm256_cvtepu8_epi16(
               load128(blk + W::kMinOff + 32 * static_cast<size_t>(i) + 16 * (h0 + h)));
