@@ -33,9 +33,13 @@ struct Matrix {
 // One layer of the paged K/V store. A sequence's position p lives in slot
 // block_table[p / block_size]*block_size + p % block_size. K is stored transposed within each
 // block, [kv_dim][block_size], so that one dimension of a block's keys is contiguous and
-// attention scores 16 keys with plain vector FMAs. V is stored by slot, [slot][kv_dim], for
-// heads that read it as rows, or like K for narrow heads (v_transposed_for), whose attention
-// multiplies 16 positions' v[d] at once (kernels/ops_attention_impl.h).
+// attention scores 16 keys with plain vector FMAs. V is stored in runs of v_run dimensions:
+// within a block, [kv_dim / v_run][block_size][v_run], so that one head's V rows of a block are
+// one contiguous run of block_size x head_dim when v_run is the head size (what a KV cache
+// stores: a decode step reads them from DRAM, and scattered rows stream slower) and plain rows
+// by slot, [slot][kv_dim], when v_run is kv_dim (0 means kv_dim). Narrow heads
+// (v_transposed_for) store V like K instead: their attention multiplies 16 positions' v[d] at
+// once (kernels/ops_attention_impl.h).
 struct KvLayerView {
   GgmlType type = GgmlType::F32;  // storage type of K and V: F32 or F16
   const void* k = nullptr;
@@ -43,12 +47,17 @@ struct KvLayerView {
   size_t kv_dim = 0;
   size_t block_size = 0;
   bool v_transposed = false;  // V in K's layout
+  size_t v_run = 0;           // dimensions per V run (0: kv_dim)
 
   // Element e (< kv_dim) of slot s, counted in elements of `type`.
   size_t k_index(size_t s, size_t e) const {
     return (s / block_size * kv_dim + e) * block_size + s % block_size;
   }
-  size_t v_index(size_t s, size_t e) const { return v_transposed ? k_index(s, e) : s * kv_dim + e; }
+  size_t v_index(size_t s, size_t e) const {
+    if (v_transposed) return k_index(s, e);
+    const size_t run = v_run == 0 ? kv_dim : v_run;
+    return (s / block_size * kv_dim + e / run * run) * block_size + s % block_size * run + e % run;
+  }
 };
 
 // The widest head whose V a KV cache stores transposed.

@@ -484,8 +484,11 @@ inline void copy_floats(const float* from, size_t n, float* to) {
 inline size_t k_at(const KvLayerView& kv, size_t s, size_t e) {
   return (s / kv.block_size * kv.kv_dim + e) * kv.block_size + s % kv.block_size;
 }
+inline size_t v_run(const KvLayerView& kv) { return kv.v_run == 0 ? kv.kv_dim : kv.v_run; }
 inline size_t v_at(const KvLayerView& kv, size_t s, size_t e) {
-  return kv.v_transposed ? k_at(kv, s, e) : s * kv.kv_dim + e;
+  if (kv.v_transposed) return k_at(kv, s, e);
+  const size_t run = v_run(kv), bs = kv.block_size;
+  return (s / bs * kv.kv_dim + e / run * run) * bs + s % bs * run + e % run;
 }
 
 // n consecutive F16 K or V values starting at element `at`, converted into buf (the hardware
@@ -551,12 +554,12 @@ inline const float* k_block(const KvLayerView& kv, size_t block, size_t kv_offse
 }
 
 // A cache block's K and V of one head, asked for into L1 kPrefetchBlocks blocks before use.
-// Blocks sit wherever the block table puts them, each head's K a 4 KiB run and its V 16 rows of
-// 256 bytes 1 KiB apart (1.1B shape), and the hardware prefetchers do not follow from one block
-// to the next: a context whose K/V had left the caches was read at 6 GB/s by one thread
-// (attention/model/F32/22x2048/8). V is stored by slot here (narrow heads, whose V is
-// transposed, go to attend_narrow). Always inlined: on its own, a function that only
-// prefetches is `const` to GCC (no side effects, nothing returned) and its calls were deleted.
+// Blocks sit wherever the block table puts them (a head's K and V each a 4 KiB run per block
+// in the 1.1B shape), and the hardware prefetchers do not follow from one block to the next: a
+// context whose K/V had left the caches was read at 6 GB/s by one thread
+// (attention/model/F32/22x2048/8). Narrow heads, whose V is transposed, go to attend_narrow.
+// Always inlined: on its own, a function that only prefetches is `const` to GCC (no side
+// effects, nothing returned) and its calls were deleted.
 [[gnu::always_inline]] inline void prefetch_block(const KvLayerView& kv, size_t block,
                                                   size_t kv_offset, size_t head_dim) {
   const size_t bs = kv.block_size, elem = kv.type == GgmlType::F32 ? 4 : 2;
@@ -565,8 +568,8 @@ inline const float* k_block(const KvLayerView& kv, size_t block, size_t kv_offse
   for (size_t o = 0; o < head_dim * bs * elem; o += 64) {
     __builtin_prefetch(reinterpret_cast<const void*>(k + o), 0, 3);
   }
-  const size_t row = kv.kv_dim * elem;
-  uintptr_t v = reinterpret_cast<uintptr_t>(kv.v) + (block * bs * kv.kv_dim + kv_offset) * elem;
+  const size_t row = v_run(kv) * elem;
+  uintptr_t v = reinterpret_cast<uintptr_t>(kv.v) + v_at(kv, block * bs, kv_offset) * elem;
   for (size_t j = 0; j < bs; ++j, v += row) {
     for (size_t o = 0; o < head_dim * elem; o += 64) {
       __builtin_prefetch(reinterpret_cast<const void*>(v + o), 0, 3);
@@ -575,21 +578,27 @@ inline const float* k_block(const KvLayerView& kv, size_t block, size_t kv_offse
 }
 inline constexpr size_t kPrefetchBlocks = 2;
 
-// One head's V rows of a block as floats, `stride` apart: converted into buf for F16. For
-// F32 they are read in place (rows kv_dim apart), but copied next to each other into buf for a
-// tile that reads each row more than once (over 4 queries: see accumulate_rows) when rows of
-// all heads apart crowd into few cache sets (2 KiB or more: 8 of a block's rows per L1 set).
-// Otherwise the copy costs more than it saves (stories260K: 128-byte rows, 2-query tiles).
+// One head's V rows of a block as floats, `stride` apart. A KV cache's runs hold them next to
+// each other (KvLayerView::v_run = head_dim): F32 is read in place, F16 converted in one
+// pass. V stored by slot (rows kv_dim apart) is read in place too, unless a tile reads each row
+// more than once (over 4 queries: see accumulate_rows) and rows 2 KiB or more apart crowd into
+// few cache sets (8 of a block's rows per L1 set): then they are copied next to each other.
 inline const float* v_rows(const KvLayerView& kv, size_t slot0, size_t len, size_t kv_offset,
                            size_t head_dim, float* buf, size_t& stride, bool tile) {
-  if (kv.type == GgmlType::F32 && (!tile || kv.kv_dim * sizeof(float) < 2048)) {
-    stride = kv.kv_dim;
-    return static_cast<const float*>(kv.v) + v_at(kv, slot0, kv_offset);
-  }
-  for (size_t j = 0; j < len; ++j) {
-    float* to = buf + j * head_dim;
-    const float* row = load_row(kv, slot0 + j, kv_offset, head_dim, to);
-    if (row != to) copy_floats(row, head_dim, to);
+  const size_t run = v_run(kv), at = v_at(kv, slot0, kv_offset);  // rows `run` apart from at
+  if (kv.type == GgmlType::F32) {
+    if (run == head_dim || !tile || run * sizeof(float) < 2048) {
+      stride = run;
+      return static_cast<const float*>(kv.v) + at;
+    }
+    for (size_t j = 0; j < len; ++j) {
+      copy_floats(static_cast<const float*>(kv.v) + at + j * run, head_dim, buf + j * head_dim);
+    }
+  } else if (run == head_dim) {
+    f16_to_floats(kv.v, at, len * head_dim, buf);
+  } else {
+    for (size_t j = 0; j < len; ++j)
+      f16_to_floats(kv.v, at + j * run, head_dim, buf + j * head_dim);
   }
   stride = head_dim;
   return buf;

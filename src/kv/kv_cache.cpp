@@ -35,6 +35,7 @@ KvCache::KvCache(const ModelConfig& cfg, size_t n_blocks, size_t block_size, KvT
       n_layers_(static_cast<size_t>(cfg.n_layers)),
       first_(tp_kv_part(cfg, shard).first),
       v_transposed_(v_transposed_for(static_cast<size_t>(cfg.head_dim))),
+      v_run_(v_transposed_ ? 0 : static_cast<size_t>(cfg.head_dim)),
       type_(type),
       elem_bytes_(type == KvType::f16 ? 2 : 4) {
   if (block_size == 0) throw Error("KV block size must be positive");
@@ -59,26 +60,27 @@ void KvCache::write(size_t layer, size_t slot, const float* k, const float* v) {
   k += first_;
   v += first_;
   // K goes down a column of its block's [kv_dim][block_size] layout (see KvLayerView), and so
-  // does a transposed V.
+  // does a transposed V; otherwise each head's V is a row of its run.
   const KvLayerView view = layer_view(layer);
-  const size_t k0 = view.k_index(slot, 0), v0 = view.v_index(slot, 0);
-  const size_t v_step = v_transposed_ ? block_size_ : 1;
+  const size_t k0 = view.k_index(slot, 0);
   if (type_ == KvType::f32) {
     float* kf = reinterpret_cast<float*>(k_[layer].get()) + k0;
-    float* vf = reinterpret_cast<float*>(v_[layer].get()) + v0;
+    float* vf = reinterpret_cast<float*>(v_[layer].get());
     for (size_t i = 0; i < kv_dim_; ++i) kf[i * block_size_] = k[i];
     if (v_transposed_) {
-      for (size_t i = 0; i < kv_dim_; ++i) vf[i * v_step] = v[i];
+      for (size_t i = 0; i < kv_dim_; ++i) vf[view.v_index(slot, i)] = v[i];
     } else {
-      std::memcpy(vf, v, kv_dim_ * sizeof(float));
+      for (size_t e = 0; e < kv_dim_; e += v_run_) {
+        std::memcpy(vf + view.v_index(slot, e), v + e, v_run_ * sizeof(float));
+      }
     }
     return;
   }
   uint16_t* kh = reinterpret_cast<uint16_t*>(k_[layer].get()) + k0;
-  uint16_t* vh = reinterpret_cast<uint16_t*>(v_[layer].get()) + v0;
+  uint16_t* vh = reinterpret_cast<uint16_t*>(v_[layer].get());
   for (size_t i = 0; i < kv_dim_; ++i) {
     kh[i * block_size_] = kernels::f32_to_f16(k[i]);
-    vh[i * v_step] = kernels::f32_to_f16(v[i]);
+    vh[view.v_index(slot, i)] = kernels::f32_to_f16(v[i]);
   }
 }
 
@@ -88,7 +90,8 @@ KvLayerView KvCache::layer_view(size_t layer) const {
           v_[layer].get(),
           kv_dim_,
           block_size_,
-          v_transposed_};
+          v_transposed_,
+          v_run_};
 }
 
 void KvCache::copy_block(int32_t src, int32_t dst) {

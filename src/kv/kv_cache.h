@@ -48,6 +48,7 @@ class KvCache {
  private:
   size_t n_blocks_, block_size_, kv_dim_, n_layers_, first_;
   bool v_transposed_;
+  size_t v_run_;  // KvLayerView::v_run: one head's dimensions (0 with V transposed)
   KvType type_;
   size_t elem_bytes_;
   // calloc'd: the kernel maps large zeroed regions lazily, so a budget costs memory only as

@@ -17,6 +17,7 @@ struct RandomKvPool {
   GgmlType type;
   size_t kv_dim, block_size, n_blocks;
   bool v_transposed;
+  size_t v_run;  // KvLayerView::v_run
   std::vector<float> k32, v32;
   std::vector<uint16_t> k16, v16;
 
@@ -26,7 +27,8 @@ struct RandomKvPool {
         kv_dim(dim),
         block_size(bs),
         n_blocks(nb),
-        v_transposed(head_dim > 0 && v_transposed_for(head_dim)) {
+        v_transposed(head_dim > 0 && v_transposed_for(head_dim)),
+        v_run(v_transposed ? 0 : head_dim) {
     std::mt19937 rng(seed);
     std::normal_distribution<float> d(0.0f, 1.0f);
     const size_t n = dim * bs * nb;
@@ -44,9 +46,9 @@ struct RandomKvPool {
   }
   KvLayerView view() const {
     if (type == GgmlType::F16) {
-      return {type, k16.data(), v16.data(), kv_dim, block_size, v_transposed};
+      return {type, k16.data(), v16.data(), kv_dim, block_size, v_transposed, v_run};
     }
-    return {type, k32.data(), v32.data(), kv_dim, block_size, v_transposed};
+    return {type, k32.data(), v32.data(), kv_dim, block_size, v_transposed, v_run};
   }
   // Sets element e (< kv_dim) of slot s's K in both storage types (F16 rounded to nearest).
   void set_k(size_t s, size_t e, float x) {
