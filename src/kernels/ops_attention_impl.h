@@ -597,8 +597,9 @@ inline const float* v_rows(const KvLayerView& kv, size_t slot0, size_t len, size
   } else if (run == head_dim) {
     f16_to_floats(kv.v, at, len * head_dim, buf);
   } else {
-    for (size_t j = 0; j < len; ++j)
+    for (size_t j = 0; j < len; ++j) {
       f16_to_floats(kv.v, at + j * run, head_dim, buf + j * head_dim);
+    }
   }
   stride = head_dim;
   return buf;
