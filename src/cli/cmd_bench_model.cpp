@@ -35,6 +35,7 @@ struct ModelBenchOptions {
   std::string model;
   int prompt = 512;
   int gen = 128;
+  int depth = 0;  // tokens already in the sequence's cache before pp and tg (llama-bench's -d)
   int threads = 2;
   int reps = 5;
   std::vector<int> batch;
@@ -73,6 +74,13 @@ class Bench {
       std::iota(tables_[s].begin(), tables_[s].end(), static_cast<int32_t>(s * per));
     }
     logits_.resize(n_seqs * static_cast<size_t>(m.config().n_vocab));
+  }
+  // The first `depth` positions of every sequence as a prompt, in chunks of 512 (as the
+  // scheduler's token budget would cut it): the context pp and tg then run after.
+  void fill(size_t seqs, int depth) {
+    for (int pos = 0; pos < depth; pos += 512) {
+      step(seqs, pos, std::min(512, depth - pos), kernels::RowKind::prompt);
+    }
   }
   // k tokens for each of `seqs` sequences at positions [pos, pos + k): prompt tokens (a
   // prefill) or generated ones (decode steps).
@@ -140,8 +148,10 @@ void check_fits(const ModelBenchOptions& o, int context) {
                 " positions, more than this model's context of " + std::to_string(context) +
                 " tokens");
   };
-  fits(o.prompt, "-p " + std::to_string(o.prompt));
-  fits(o.gen, "-n " + std::to_string(o.gen));
+  if (o.depth < 0) throw Error("bench model: -d must not be negative");
+  const std::string at = o.depth > 0 ? " after -d " + std::to_string(o.depth) : "";
+  fits(static_cast<int64_t>(o.depth) + o.prompt, "-p " + std::to_string(o.prompt) + at);
+  fits(static_cast<int64_t>(o.depth) + o.gen, "-n " + std::to_string(o.gen) + at);
   if (!o.batch.empty()) fits(16 + 32, "--batch (16 prompt + 32 decode tokens per sequence)");
   for (const int k : o.step_tokens) {
     if (k < 1)
@@ -211,17 +221,19 @@ int run_model_bench(const ModelBenchOptions& o) {
   std::vector<double> tg_bw;  // o.reps + 1 probes around the (last) tg repetitions
   auto measure = [&](std::vector<double>& pp, std::vector<double>& tg) {
     for (int r = 0; r < o.reps; ++r) {
-      Bench b(*model, *be, 1, static_cast<size_t>(std::max(o.prompt, o.gen)), kv_type, tp.get());
+      Bench b(*model, *be, 1, static_cast<size_t>(o.depth + o.prompt), kv_type, tp.get());
+      b.fill(1, o.depth);
       const auto t0 = Clock::now();
-      b.step(1, 0, o.prompt, kernels::RowKind::prompt);
+      b.step(1, o.depth, o.prompt, kernels::RowKind::prompt);
       pp.push_back(o.prompt / secs(Clock::now() - t0));
     }
     tg_bw.clear();
     for (int r = 0; r < o.reps; ++r) {
-      Bench b(*model, *be, 1, static_cast<size_t>(o.gen), kv_type, tp.get());
+      Bench b(*model, *be, 1, static_cast<size_t>(o.depth + o.gen), kv_type, tp.get());
+      b.fill(1, o.depth);
       if (rep_probe && r == 0) tg_bw.push_back(rep_probe->measure(3));
       const auto t0 = Clock::now();
-      for (int i = 0; i < o.gen; ++i) b.step(1, i, 1, kernels::RowKind::generated);
+      for (int i = 0; i < o.gen; ++i) b.step(1, o.depth + i, 1, kernels::RowKind::generated);
       tg.push_back(o.gen / secs(Clock::now() - t0));
       if (rep_probe) tg_bw.push_back(rep_probe->measure(3));
     }
@@ -246,8 +258,12 @@ int run_model_bench(const ModelBenchOptions& o) {
               std::string(ggml_type_name(wtype)).c_str(), pool.size(),
               std::string(kernels::isa_name(kernels::active_isa())).c_str(),
               o.contend ? ", one core kept busy by another process" : "");
-  std::printf("pp%-4d %9.1f t/s  (min %.1f, max %.1f)\n", o.prompt, ps.median, ps.min, ps.max);
-  std::printf("tg%-4d %9.1f t/s  (min %.1f, max %.1f)\n", o.gen, ts.median, ts.min, ts.max);
+  const std::string depth = o.depth > 0 ? " @ d" + std::to_string(o.depth) : "";
+  std::printf("pp%-4d%s %9.1f t/s  (min %.1f, max %.1f)\n", o.prompt, depth.c_str(), ps.median,
+              ps.min, ps.max);
+  std::printf("tg%-4d%s %9.1f t/s  (min %.1f, max %.1f)\n", o.gen, depth.c_str(), ts.median, ts.min,
+              ts.max);
+  j["depth"] = o.depth;
   j["pp"] = {{"tokens", o.prompt}, {"median", ps.median}, {"min", ps.min}, {"max", ps.max}};
   j["tg"] = {{"tokens", o.gen}, {"median", ts.median}, {"min", ts.min}, {"max", ts.max}};
   if (o.contend > 0) {
@@ -305,12 +321,14 @@ int run_model_bench(const ModelBenchOptions& o) {
     const double bw = (before.read_gbps + after.read_gbps) / 2;
     const double fp32 = (before.fp32_gflops + after.fp32_gflops) / 2;
     const double int8 = (before.int8_gops + after.int8_gops) / 2;
+    // The K/V a step reads: every position before it, on average the depth plus half of tg.
+    const double mean_context = o.depth + o.gen / 2.0;
     const double bytes =
-        static_cast<double>(step_bytes) + static_cast<double>(kv_per_token) * o.gen / 2.0;
+        static_cast<double>(step_bytes) + static_cast<double>(kv_per_token) * mean_context;
     const double bound = bw * 1e9 / bytes;
     // Prefill arithmetic: 2 flops per weight per token, plus attention (QK and PV) at the
     // mean context.
-    const double attn = 4.0 * cfg.n_layers * cfg.dim * (o.prompt / 2.0);
+    const double attn = 4.0 * cfg.n_layers * cfg.dim * (o.depth + o.prompt / 2.0);
     const double pp_ops = ps.median * (2.0 * static_cast<double>(matmul_params) + attn) / 1e9;
     const double peak = int8_path ? int8 : fp32;
     const char* int8_name =
@@ -319,8 +337,9 @@ int run_model_bench(const ModelBenchOptions& o) {
         "machine: read %.1f GB/s (before %.1f, after %.1f), fp32 FMA %.0f GFLOP/s, %s %.0f "
         "GOP/s\n",
         bw, before.read_gbps, after.read_gbps, fp32, int8_name, int8);
-    std::printf("decode bound %.1f t/s (%.1f MB per step at mean context %d); tg is %.0f%% of it\n",
-                bound, bytes / 1e6, o.gen / 2, 100 * ts.median / bound);
+    std::printf(
+        "decode bound %.1f t/s (%.1f MB per step at mean context %.0f); tg is %.0f%% of it\n",
+        bound, bytes / 1e6, mean_context, 100 * ts.median / bound);
     // Each tg repetition against the bandwidth read just before and after it.
     std::vector<double> paired;
     std::string each;
@@ -366,6 +385,9 @@ void add_bench_model(CLI::App* bench, std::function<int()>& run) {
   c->add_option("-m,--model", o->model, "GGUF model")->required();
   c->add_option("-p,--prompt", o->prompt, "Prefill tokens (pp)")->check(CLI::Range(1, 1 << 16));
   c->add_option("-n,--gen", o->gen, "Decode tokens (tg)")->check(CLI::Range(1, 1 << 16));
+  c->add_option("-d,--depth", o->depth,
+                "Tokens of context already in the cache before pp and tg (as llama-bench -d)")
+      ->check(CLI::Range(0, 1 << 20));
   c->add_option("-t,--threads", o->threads, "Threads");
   c->add_option("-r,--reps", o->reps, "Repetitions")->check(CLI::Range(1, 1000));
   c->add_option("--batch", o->batch, "Parallel sequences for aggregate decode, e.g. 1,2,4,8,16")

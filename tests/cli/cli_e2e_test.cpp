@@ -141,6 +141,20 @@ TEST(E2ECli, BenchHolOnAShortContextModelSaysWhatToChange) {
   expect_clean_failure(t, "max-model-len 512");
   const CliRun m = run("bench model -m " + short_context_model() + " -p 600 -n 4 -r 1 --no-probes");
   expect_clean_failure(m, "-p 600 needs 600 positions");
+  const CliRun d =
+      run("bench model -m " + short_context_model() + " -d 500 -p 8 -n 16 -r 1 --no-probes");
+  expect_clean_failure(d, "-n 16 after -d 500 needs 516 positions");
+}
+
+// -d puts that many tokens in the cache first: pp and tg run at positions after them, and the
+// decode bound counts their K/V.
+TEST(E2ECli, BenchModelDepthRunsAfterTheContext) {
+  const CliRun r = run("bench model " + kModel + " -d 300 -p 8 -n 8 -r 1");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("pp8    @ d300"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tg8    @ d300"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("at mean context 304"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"depth\":300"), std::string::npos) << r.out;
 }
 
 TEST(E2ECli, BenchHolOnASmallKvPoolSaysWhatToChange) {
