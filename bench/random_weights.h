@@ -21,12 +21,12 @@ inline std::vector<uint8_t> random_weights(GgmlType t, size_t n_out, size_t n_in
   for (size_t i = 0; i < blocks; ++i) {
     uint8_t* blk = w.data() + i * info.block_bytes;
     const float v = static_cast<float>(rng() % 1000) / 1000.0f - 0.5f;
-    uint16_t h = 0;
     if (t == GgmlType::F32) {
       std::memcpy(blk, &v, 4);
       continue;
     }
-    h = t == GgmlType::BF16 ? kernels::f32_to_bf16(v) : kernels::f32_to_f16(v * 0.02f);
+    const uint16_t h =
+        t == GgmlType::BF16 ? kernels::f32_to_bf16(v) : kernels::f32_to_f16(v * 0.02f);
     // Where the f16 scale(s) sit: first, except in Q6_K (last); Q4_K/Q5_K also have dmin.
     std::memcpy(blk + (t == GgmlType::Q6_K ? 208 : 0), &h, 2);
     if (t == GgmlType::Q4_1 || t == GgmlType::Q5_1 || t == GgmlType::Q4_K || t == GgmlType::Q5_K) {

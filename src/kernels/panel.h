@@ -44,17 +44,17 @@ inline constexpr size_t kPanelRows = 16;
 //    each [16][4] (bits 2j..2j+1 of byte t: quad j's element t) and their third bits [16][4]
 //    (bit j: sub-block 2m's, bit 4 + j: 2m + 1's); Q2_K: codes [16 sub-blocks][16][4] (bits
 //    2j..2j+1 of byte t: quad j's element t), then the stored scale bytes (scale | min << 4)
-//    [8 pairs][16][2]; then,
-//    after all blocks, f16 d [nb][16] (Q2_K/Q4_K: d [16] then dmin [16] per block).
+//    [8 pairs][16][2]; then, after all blocks, f16 d [nb][16] (Q2_K/Q4_K: d [16] then dmin
+//    [16] per block).
 //  * Streamed layouts (PanelMatrix::streamed; the ones packed unless AMX's K-panel kernels
 //    will read them): Q8_0 / Q4_0 blocks in pairs, each pair's 2 x 16 f16 scales, then its
 //    two blocks' codes as above. Q4_K each block d [16], dmin [16], scales [8][16], mins
 //    [4][16][2], then the codes as above (Q5_K: each sub-block's 5th bits after its codes).
 //    Q6_K d [16], 32 bytes of padding, scales [16][16], then per sub-block its 2 nibble vectors
 //    and its high bit pairs [16][4]. Q3_K d [16], 32 bytes of padding, then its split block;
-//    Q2_K d [16], dmin [16], the scale bytes, then the codes (1,344 bytes, as stored).
-//    A panel is then read in ascending order, one stream, and
-//    decode tiles take one panel and ask for the lines kStreamAhead on. One thread of 1.1B
+//    Q2_K d [16], dmin [16], the scale bytes, then the codes (1,344 bytes, as stored). A panel
+//    is then read in ascending order, one stream, and decode tiles take one panel and ask for
+//    the lines kStreamAhead on. One thread of 1.1B
 //    Q4_K decode read 70-76% of a one-thread probe's bandwidth with the split layout and
 //    4-panel decode tiles, 84-95% with this (Zen 4, before the software prefetch, which Zen 5
 //    needs: see prefetch_ahead).
@@ -74,7 +74,7 @@ struct PanelMatrix {
 };
 
 inline namespace LIFT_TARGET_NS {
-// Q8_0 and Q4_0 (q8_0 activations), Q4_K, Q5_K and Q6_K (q8_k): the integer panels.
+// The integer panels: Q8_0, Q4_0, Q5_0 and IQ4_NL (q8_0 activations), Q2_K to Q6_K (q8_k).
 // Q2_K and Q3_K panels have AVX-512 kernels only (panel_supported).
 inline bool is_k_panel(GgmlType t) {
   return t == GgmlType::Q2_K || t == GgmlType::Q3_K || t == GgmlType::Q4_K || t == GgmlType::Q5_K ||
