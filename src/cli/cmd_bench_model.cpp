@@ -85,6 +85,7 @@ class Bench {
   // k tokens for each of `seqs` sequences at positions [pos, pos + k): prompt tokens (a
   // prefill) or generated ones (decode steps).
   void step(size_t seqs, int pos, int k, kernels::RowKind kind) {
+    last_pos_ = pos;
     tok_.clear();
     posv_.clear();
     tab_.clear();
@@ -106,8 +107,11 @@ class Bench {
       m_.forward(be_, batch, kv_, logits_.data());
     }
   }
+  // The first position of the last step: what the output reports pp and tg ran at.
+  int last_pos() const { return last_pos_; }
 
  private:
+  int last_pos_ = 0;
   LlamaModel& m_;
   Backend& be_;
   KvCache kv_;
@@ -218,7 +222,8 @@ int run_model_bench(const ModelBenchOptions& o) {
   // the mean of the probes just before and after it.
   std::unique_ptr<ReadBandwidthProbe> rep_probe;
   if (o.probes) rep_probe = std::make_unique<ReadBandwidthProbe>(pool, size_t{256} << 20);
-  std::vector<double> tg_bw;  // o.reps + 1 probes around the (last) tg repetitions
+  std::vector<double> tg_bw;   // o.reps + 1 probes around the (last) tg repetitions
+  int pp_pos = 0, tg_pos = 0;  // the first position pp and tg ran at
   auto measure = [&](std::vector<double>& pp, std::vector<double>& tg) {
     for (int r = 0; r < o.reps; ++r) {
       Bench b(*model, *be, 1, static_cast<size_t>(o.depth + o.prompt), kv_type, tp.get());
@@ -226,6 +231,7 @@ int run_model_bench(const ModelBenchOptions& o) {
       const auto t0 = Clock::now();
       b.step(1, o.depth, o.prompt, kernels::RowKind::prompt);
       pp.push_back(o.prompt / secs(Clock::now() - t0));
+      pp_pos = b.last_pos();
     }
     tg_bw.clear();
     for (int r = 0; r < o.reps; ++r) {
@@ -233,7 +239,10 @@ int run_model_bench(const ModelBenchOptions& o) {
       b.fill(1, o.depth);
       if (rep_probe && r == 0) tg_bw.push_back(rep_probe->measure(3));
       const auto t0 = Clock::now();
-      for (int i = 0; i < o.gen; ++i) b.step(1, o.depth + i, 1, kernels::RowKind::generated);
+      for (int i = 0; i < o.gen; ++i) {
+        b.step(1, o.depth + i, 1, kernels::RowKind::generated);
+        if (i == 0) tg_pos = b.last_pos();
+      }
       tg.push_back(o.gen / secs(Clock::now() - t0));
       if (rep_probe) tg_bw.push_back(rep_probe->measure(3));
     }
@@ -264,8 +273,16 @@ int run_model_bench(const ModelBenchOptions& o) {
   std::printf("tg%-4d%s %9.1f t/s  (min %.1f, max %.1f)\n", o.gen, depth.c_str(), ts.median, ts.min,
               ts.max);
   j["depth"] = o.depth;
-  j["pp"] = {{"tokens", o.prompt}, {"median", ps.median}, {"min", ps.min}, {"max", ps.max}};
-  j["tg"] = {{"tokens", o.gen}, {"median", ts.median}, {"min", ts.min}, {"max", ts.max}};
+  j["pp"] = {{"tokens", o.prompt},
+             {"first_position", pp_pos},
+             {"median", ps.median},
+             {"min", ps.min},
+             {"max", ps.max}};
+  j["tg"] = {{"tokens", o.gen},
+             {"first_position", tg_pos},
+             {"median", ts.median},
+             {"min", ts.min},
+             {"max", ts.max}};
   if (o.contend > 0) {
     const Stats pq = stats(pp_quiet), tq = stats(tg_quiet);
     std::printf(

@@ -155,6 +155,9 @@ TEST(E2ECli, BenchModelDepthRunsAfterTheContext) {
   EXPECT_NE(r.out.find("tg8    @ d300"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("at mean context 304"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\"depth\":300"), std::string::npos) << r.out;
+  // Both measurements ran at the positions after the context.
+  EXPECT_NE(r.out.find("\"pp\":{\"first_position\":300"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"tg\":{\"first_position\":300"), std::string::npos) << r.out;
 }
 
 TEST(E2ECli, BenchHolOnASmallKvPoolSaysWhatToChange) {
