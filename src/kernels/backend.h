@@ -99,6 +99,12 @@ struct Product {
   float* y = nullptr;
 };
 
+// Bytes a backend may fetch ahead of use (Backend::prefetch_during_next).
+struct MemRange {
+  const void* p = nullptr;
+  size_t bytes = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -133,6 +139,10 @@ class Backend {
   // x[i] = cap * tanh(x[i] / cap)
   virtual void softcap(float* x, size_t n, float cap) = 0;
   virtual void attention(const AttentionArgs& a) = 0;
+  // Memory read soon after the next product (the K/V its layer's attention reads): a backend
+  // may fetch it into cache while that product's last tasks leave a core idle. A hint only,
+  // for the next product; the ranges must stay valid until it returns.
+  virtual void prefetch_during_next(std::span<const MemRange> ranges) { (void)ranges; }
 
   virtual const char* name() const = 0;
   // Whether products run on one tensor-parallel rank's share of the rows (parallel/tp_backend.h),

@@ -20,6 +20,14 @@
 namespace lift {
 namespace {
 
+// Into L2 (and so L3): the lines are read a few microseconds later, maybe by the other core.
+void prefetch_l2(std::span<const MemRange> ranges) {
+  for (const MemRange& r : ranges) {
+    const char* p = static_cast<const char*>(r.p);
+    for (size_t o = 0; o < r.bytes; o += 64) __builtin_prefetch(p + o, 0, 2);
+  }
+}
+
 class CpuBackend final : public RowOpsBackend {
  public:
   CpuBackend(ThreadPool& pool, BackendOptions opts) : pool_(pool), opts_(opts) {
@@ -32,6 +40,12 @@ class CpuBackend final : public RowOpsBackend {
     const Matrix* ws[] = {&w};
     float* ys[] = {y};
     matmul_many(ws, ys, 1, x, rows);
+  }
+
+  // Kept for the next panel product's job, which issues it as one more task, its last: the
+  // first core to run out of columns takes it instead of waiting for the other's last task.
+  void prefetch_during_next(std::span<const MemRange> ranges) override {
+    if (pool_.size() > 1) prefetch_.assign(ranges.begin(), ranges.end());
   }
 
   // Prompt rows on AMX tiles where the weights allow (one packing of x for all of ws), then the
@@ -49,7 +63,11 @@ class CpuBackend final : public RowOpsBackend {
               kernels::act_format(p.w->type, opts_.quantize_activations) == af &&
               !(p.rows.n_prompt > 0 && use_amx(*p.w));
     }
-    if (!fused) return Backend::matmul_grouped(ps);
+    if (!fused) {
+      Backend::matmul_grouped(ps);
+      prefetch_.clear();
+      return;
+    }
     group_ws_.clear();
     group_first_.assign(1, 0);
     for (const Product& p : ps) {
@@ -101,14 +119,16 @@ class CpuBackend final : public RowOpsBackend {
         done = rows.n_prompt;
       }
     }
-    if (done == rows.n) return;
-    float* rest[kMaxMany];
-    float* const* yr = ys;
-    if (done > 0) {
-      for (size_t i = 0; i < n; ++i) rest[i] = ys[i] + done * ws[i]->n_out;
-      yr = rest;
+    if (done < rows.n) {
+      float* rest[kMaxMany];
+      float* const* yr = ys;
+      if (done > 0) {
+        for (size_t i = 0; i < n; ++i) rest[i] = ys[i] + done * ws[i]->n_out;
+        yr = rest;
+      }
+      generated_products(ws, yr, n, x + done * ws[0]->n_in, rows.n - done);
     }
-    generated_products(ws, yr, n, x + done * ws[0]->n_in, rows.n - done);
+    prefetch_.clear();  // a product that took no panel job leaves the hint unused
   }
 
  private:
@@ -190,13 +210,16 @@ class CpuBackend final : public RowOpsBackend {
       first_task[i + 1] = first_task[i] + tasks;
       task_rows_.push_back(ws[i]->n_out);  // the end of the matrix's last task
     }
-    pool_.parallel_for(first_task[n], [&](size_t t, int) {
+    const size_t n_tasks = first_task[n];
+    pool_.parallel_for(n_tasks + !prefetch_.empty(), [&](size_t t, int) {
+      if (t == n_tasks) return prefetch_l2(prefetch_);
       size_t i = 0;
       while (t >= first_task[i + 1]) ++i;
       // Matrix i's tasks start at task_rows_[first_task[i] + i + k]: one end entry per matrix.
       const size_t at = t + i;
       fn(i, task_rows_[at], std::min(ws[i]->n_out, task_rows_[at + 1]));
     });
+    prefetch_.clear();
   }
 
   // Whether w's product runs on its load-time panels: they exist, the active kernels have them
@@ -339,6 +362,7 @@ class CpuBackend final : public RowOpsBackend {
   std::vector<kernels::ActBlockInfo> info_buf_;
   std::vector<std::vector<float>> scratch_;
   std::vector<std::pair<size_t, size_t>> tiles_;
+  std::vector<MemRange> prefetch_;  // prefetch_during_next's ranges
 };
 
 }  // namespace

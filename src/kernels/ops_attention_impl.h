@@ -1120,6 +1120,12 @@ void attend_tile(const float* const* q, size_t n_q, const KvLayerView& kv, size_
     l[i] = 0.0f;
   }
   ScoreQueue scores{{}, 0, share_k, bs, head_dim, scale};
+  // The first blocks too, all at once: a short context is little more than them.
+  if (prefetch) {
+    for (size_t b = ext.min_lo / bs, e = b + kPrefetchBlocks; b < e && b * bs < max_ctx; ++b) {
+      prefetch_block(kv, static_cast<size_t>(block_table[b]), kv_offset, head_dim);
+    }
+  }
   // One group of blocks per pass (b counts blocks, start their first positions): all their
   // scores first, then each block's softmax and V in order.
   for (size_t b = ext.min_lo / bs, start = b * bs; start < max_ctx;) {

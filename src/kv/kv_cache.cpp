@@ -94,6 +94,16 @@ KvLayerView KvCache::layer_view(size_t layer) const {
           v_run_};
 }
 
+MemRange KvCache::k_block(size_t layer, int32_t block) const {
+  const size_t n = block_size_ * kv_dim_ * elem_bytes_;
+  return {k_[layer].get() + static_cast<size_t>(block) * n, n};
+}
+
+MemRange KvCache::v_block(size_t layer, int32_t block) const {
+  const size_t n = block_size_ * kv_dim_ * elem_bytes_;
+  return {v_[layer].get() + static_cast<size_t>(block) * n, n};
+}
+
 void KvCache::copy_block(int32_t src, int32_t dst) {
   const size_t n = block_size_ * kv_dim_ * elem_bytes_;
   const size_t s = static_cast<size_t>(src) * n, d = static_cast<size_t>(dst) * n;

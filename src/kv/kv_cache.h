@@ -42,6 +42,9 @@ class KvCache {
   // rows k and v, the elements this cache holds.
   void write(size_t layer, size_t slot, const float* k, const float* v);
   KvLayerView layer_view(size_t layer) const;
+  // Where one block's K and where its V of a layer lie: each one run of bytes.
+  MemRange k_block(size_t layer, int32_t block) const;
+  MemRange v_block(size_t layer, int32_t block) const;
   // Copies every layer's K/V of one block into another (copy-on-write).
   void copy_block(int32_t src, int32_t dst);
 

@@ -440,6 +440,34 @@ void LlamaModel::moe_ffn(Backend& be, const LayerWeights& w, Rows rows) {
   }
 }
 
+// A decode step's weights push each layer's K/V out of every cache before the layer comes round
+// again, and attention over a short context is little more than waiting for those lines: named
+// before the Q/K/V product, they come in while its last tasks leave a core idle. From each
+// sequence's first block in view on, up to kKvHintBytes (a long context's later blocks are
+// fetched ahead by the attention itself).
+void LlamaModel::hint_kv_reads(Backend& be, const ForwardBatch& batch, const KvCache& kv,
+                               int layer) {
+  constexpr size_t kKvHintBytes = 256 << 10;
+  const size_t n = batch.tokens.size(), bs = kv.block_size();
+  const size_t window = static_cast<size_t>(cfg_.window(layer));
+  const size_t l = static_cast<size_t>(layer);
+  kv_reads_.clear();
+  size_t bytes = 0;
+  for (size_t i = 0; i < n && bytes < kKvHintBytes; ++i) {
+    // A sequence's next token in the batch reads all that this one does.
+    if (i + 1 < n && batch.block_tables[i + 1] == batch.block_tables[i]) continue;
+    const size_t ctx = static_cast<size_t>(n_ctx_[i]);
+    const size_t lo = window > 0 && ctx > window ? ctx - window : 0;
+    for (size_t b = lo / bs; b * bs < ctx && bytes < kKvHintBytes; ++b) {
+      const int32_t block = batch.block_tables[i][b];
+      kv_reads_.push_back(kv.k_block(l, block));
+      kv_reads_.push_back(kv.v_block(l, block));
+      bytes += kv_reads_[kv_reads_.size() - 2].bytes + kv_reads_.back().bytes;
+    }
+  }
+  be.prefetch_during_next(kv_reads_);
+}
+
 void LlamaModel::ensure_workspace(size_t n) {
   if (n <= capacity_) return;
   const size_t dim = static_cast<size_t>(cfg_.dim), kv = static_cast<size_t>(cfg_.kv_dim());
@@ -536,6 +564,7 @@ void LlamaModel::forward(Backend& be, const ForwardBatch& batch, KvCache& kv, fl
     const LayerWeights& w = layers_[l];
     const int layer = static_cast<int>(l);
     be.rmsnorm(x_.data(), w.attn_norm.data(), n, dim, cfg_.rms_eps, xn_.data());
+    hint_kv_reads(be, batch, kv, layer);
     {
       const Matrix* ws[] = {&w.wq, &w.wk, &w.wv};
       float* ys[] = {q_.data(), k_.data(), v_.data()};

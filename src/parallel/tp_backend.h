@@ -58,6 +58,9 @@ class TpBackend final : public Backend {
   void softcap(float* x, size_t n, float cap) override { inner_->softcap(x, n, cap); }
   // Divided by K/V heads (each with its group of query heads), gathered per token.
   void attention(const AttentionArgs& a) override;
+  void prefetch_during_next(std::span<const MemRange> ranges) override {
+    inner_->prefetch_during_next(ranges);
+  }
   const char* name() const override { return inner_->name(); }
   bool tensor_parallel() const override { return true; }
   Backend& local() override { return *inner_; }

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <random>
 #include <vector>
 
@@ -60,6 +62,43 @@ TEST(KvCache, WrittenRowsAreWhereTheViewSays) {
         for (size_t e = 0; e < kv_dim; ++e) {
           ASSERT_EQ(read(view, view.k, view.k_index(j, e)), k[2 * bs + j][e]);
           ASSERT_EQ(read(view, view.v, view.v_index(j, e)), v[2 * bs + j][e]);
+        }
+      }
+    }
+  }
+}
+
+// k_block and v_block (the ranges a forward pass names for prefetching) cover exactly where a
+// block's slots keep their K and V: every element of the block's slots inside, nothing else.
+TEST(KvCache, BlockRangesHoldExactlyTheBlocksSlots) {
+  const ModelConfig cfg = tiny_config();
+  const size_t kv_dim = static_cast<size_t>(cfg.kv_dim());
+  for (KvType type : {KvType::f32, KvType::f16}) {
+    for (size_t bs : {1u, 5u, 16u}) {
+      const KvCache cache(cfg, 4, bs, type);
+      const size_t elem = type == KvType::f16 ? 2 : 4;
+      for (size_t layer = 0; layer < 2; ++layer) {
+        const KvLayerView view = cache.layer_view(layer);
+        for (int32_t block = 0; block < 4; ++block) {
+          const MemRange k = cache.k_block(layer, block), v = cache.v_block(layer, block);
+          ASSERT_EQ(k.bytes, bs * kv_dim * elem);
+          ASSERT_EQ(v.bytes, bs * kv_dim * elem);
+          const auto* k0 = static_cast<const uint8_t*>(view.k);
+          const auto* v0 = static_cast<const uint8_t*>(view.v);
+          size_t lo_k = SIZE_MAX, hi_k = 0, lo_v = SIZE_MAX, hi_v = 0;
+          for (size_t s = static_cast<size_t>(block) * bs; s < static_cast<size_t>(block + 1) * bs;
+               ++s) {
+            for (size_t e = 0; e < kv_dim; ++e) {
+              lo_k = std::min(lo_k, view.k_index(s, e) * elem);
+              hi_k = std::max(hi_k, (view.k_index(s, e) + 1) * elem);
+              lo_v = std::min(lo_v, view.v_index(s, e) * elem);
+              hi_v = std::max(hi_v, (view.v_index(s, e) + 1) * elem);
+            }
+          }
+          EXPECT_EQ(static_cast<const uint8_t*>(k.p), k0 + lo_k) << layer << " " << block;
+          EXPECT_EQ(static_cast<const uint8_t*>(k.p) + k.bytes, k0 + hi_k);
+          EXPECT_EQ(static_cast<const uint8_t*>(v.p), v0 + lo_v) << layer << " " << block;
+          EXPECT_EQ(static_cast<const uint8_t*>(v.p) + v.bytes, v0 + hi_v);
         }
       }
     }
