@@ -440,18 +440,22 @@ void LlamaModel::moe_ffn(Backend& be, const LayerWeights& w, Rows rows) {
   }
 }
 
-// A decode step's weights push each layer's K/V out of every cache before the layer comes round
-// again, and attention over a short context is little more than waiting for those lines: named
-// before the Q/K/V product, they come in while its last tasks leave a core idle. From each
-// sequence's first block in view on, up to kKvHintBytes (a long context's later blocks are
-// fetched ahead by the attention itself).
-void LlamaModel::hint_kv_reads(Backend& be, const ForwardBatch& batch, const KvCache& kv,
-                               int layer) {
+// A decode step's weights push each layer's K/V, and every other small thing it reads, out of
+// the caches before the layer comes round again; what follows a product then waits on memory
+// (attention over a short context is little more than that wait, an RMSNorm half of it on its
+// weights). Named before the product, they come in while its last tasks leave a core idle.
+// K/V from each sequence's first block in view on, up to kKvHintBytes (a long context's later
+// blocks are fetched ahead by the attention itself).
+void LlamaModel::hint_kv_reads(Backend& be, const ForwardBatch& batch, const KvCache& kv, int layer,
+                               std::initializer_list<const std::vector<float>*> also) {
   constexpr size_t kKvHintBytes = 256 << 10;
   const size_t n = batch.tokens.size(), bs = kv.block_size();
   const size_t window = static_cast<size_t>(cfg_.window(layer));
   const size_t l = static_cast<size_t>(layer);
-  kv_reads_.clear();
+  hints_.clear();
+  for (const std::vector<float>* v : also) {
+    if (!v->empty()) hints_.push_back({v->data(), v->size() * sizeof(float)});
+  }
   size_t bytes = 0;
   for (size_t i = 0; i < n && bytes < kKvHintBytes; ++i) {
     // A sequence's next token in the batch reads all that this one does.
@@ -460,12 +464,20 @@ void LlamaModel::hint_kv_reads(Backend& be, const ForwardBatch& batch, const KvC
     const size_t lo = window > 0 && ctx > window ? ctx - window : 0;
     for (size_t b = lo / bs; b * bs < ctx && bytes < kKvHintBytes; ++b) {
       const int32_t block = batch.block_tables[i][b];
-      kv_reads_.push_back(kv.k_block(l, block));
-      kv_reads_.push_back(kv.v_block(l, block));
-      bytes += kv_reads_[kv_reads_.size() - 2].bytes + kv_reads_.back().bytes;
+      hints_.push_back(kv.k_block(l, block));
+      hints_.push_back(kv.v_block(l, block));
+      bytes += hints_[hints_.size() - 2].bytes + hints_.back().bytes;
     }
   }
-  be.prefetch_during_next(kv_reads_);
+  be.prefetch_during_next(hints_);
+}
+
+void LlamaModel::hint_vectors(Backend& be, std::initializer_list<const std::vector<float>*> vs) {
+  hints_.clear();
+  for (const std::vector<float>* v : vs) {
+    if (!v->empty()) hints_.push_back({v->data(), v->size() * sizeof(float)});
+  }
+  be.prefetch_during_next(hints_);
 }
 
 void LlamaModel::ensure_workspace(size_t n) {
@@ -564,7 +576,7 @@ void LlamaModel::forward(Backend& be, const ForwardBatch& batch, KvCache& kv, fl
     const LayerWeights& w = layers_[l];
     const int layer = static_cast<int>(l);
     be.rmsnorm(x_.data(), w.attn_norm.data(), n, dim, cfg_.rms_eps, xn_.data());
-    hint_kv_reads(be, batch, kv, layer);
+    hint_kv_reads(be, batch, kv, layer, {&w.bq, &w.bk, &w.bv, &w.q_norm, &w.k_norm});
     {
       const Matrix* ws[] = {&w.wq, &w.wk, &w.wv};
       float* ys[] = {q_.data(), k_.data(), v_.data()};
@@ -603,6 +615,7 @@ void LlamaModel::forward(Backend& be, const ForwardBatch& batch, KvCache& kv, fl
     a.block_tables = batch.block_tables.data();
     a.n_ctx = n_ctx_.data();
     be.attention(a);
+    hint_vectors(be, {&w.post_attn_norm, &w.ffn_norm});
     be.matmul(w.wo, att_.data(), rows, proj_.data());
     if (spec.post_norms) {
       be.rmsnorm(proj_.data(), w.post_attn_norm.data(), n, dim, cfg_.rms_eps, proj_.data());
@@ -620,6 +633,13 @@ void LlamaModel::forward(Backend& be, const ForwardBatch& batch, KvCache& kv, fl
         be.geglu(gate_.data(), up_.data(), n * ffn, hidden_.data());
       } else {
         be.swiglu(gate_.data(), up_.data(), n * ffn, hidden_.data());
+      }
+      if (l + 1 < layers_.size()) {
+        const LayerWeights& next = layers_[l + 1];
+        hint_vectors(be, {&w.post_ffn_norm, &next.attn_norm, &next.bq, &next.bk, &next.bv,
+                          &next.q_norm, &next.k_norm});
+      } else {
+        hint_vectors(be, {&w.post_ffn_norm, &output_norm_});
       }
       be.matmul(w.w_down, hidden_.data(), rows, proj_.data());
     }

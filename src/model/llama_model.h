@@ -4,6 +4,7 @@
 #pragma once
 
 #include <deque>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -67,8 +68,12 @@ class LlamaModel {
   void load_layer(int l);
   // The FFN of a mixture-of-experts layer: xn_ [n][dim] in, proj_ [n][dim] out.
   void moe_ffn(Backend& be, const LayerWeights& w, Rows rows);
-  // Names the K/V blocks layer l's attention will read to the backend (prefetch_during_next).
-  void hint_kv_reads(Backend& be, const ForwardBatch& batch, const KvCache& kv, int layer);
+  // What the work between products reads, named to the backend before the product that comes
+  // first (Backend::prefetch_during_next): the K/V blocks layer l's attention reads, and the
+  // small vectors (norm weights, biases) of the stages after a product.
+  void hint_kv_reads(Backend& be, const ForwardBatch& batch, const KvCache& kv, int layer,
+                     std::initializer_list<const std::vector<float>*> also);
+  void hint_vectors(Backend& be, std::initializer_list<const std::vector<float>*> vs);
   // Fills inv_freq_: the global layers' frequencies and, for architectures with local rope,
   // the sliding layers'.
   void init_rope();
@@ -100,8 +105,8 @@ class LlamaModel {
   std::vector<std::vector<uint32_t>> expert_slots_;  // per expert: token * used + slot
   std::vector<Product> products_, down_products_;    // gate and up of each expert; down
   std::vector<int32_t> n_ctx_;
-  std::vector<MemRange> kv_reads_;  // hint_kv_reads' ranges
-  std::vector<float> rope_cs_[2];   // per token: cos, sin of each rotated pair (by inv_freq_)
+  std::vector<MemRange> hints_;    // hint_kv_reads' and hint_vectors' ranges
+  std::vector<float> rope_cs_[2];  // per token: cos, sin of each rotated pair (by inv_freq_)
 };
 
 }  // namespace lift
