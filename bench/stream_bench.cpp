@@ -6,6 +6,9 @@
 // (names: stream/type/n_in/n_out/threads; types without panels read their stored rows). Counters:
 // GB/s of weights, read_GB/s of the plain read (the mean of one just before and one just after: on
 // a shared machine the bandwidth moves within minutes) and of_read, the one over the other.
+// stream-prefill/type/n_in/n_out/rows/threads: a prompt chunk's product with its weights from
+// DRAM, as a prefill meets them (FLOP/s; the prefill/ entries of kernels_bench have them in
+// cache).
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -25,7 +28,8 @@ namespace {
 // Enough copies that they add up to 8x a 32 MiB last-level cache.
 constexpr size_t kStreamBytes = size_t{256} << 20;
 
-void bm_stream(benchmark::State& state, GgmlType t, size_t n_in, size_t n_out, int threads) {
+void bm_stream(benchmark::State& state, GgmlType t, size_t n_in, size_t n_out, size_t rows,
+               int threads) {
   ThreadPool pool(threads);
   auto backend = make_cpu_backend(pool);
   const auto w = bench::random_weights(t, n_out, n_in);
@@ -48,12 +52,14 @@ void bm_stream(benchmark::State& state, GgmlType t, size_t n_in, size_t n_out, i
       ms.push_back({t, stored.back().data(), n_in, n_out, row_bytes, nullptr});
     }
   }
-  std::vector<float> x(n_in, 0.5f), y(n_out);
+  std::vector<float> x(rows * n_in), y(rows * n_out);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 17) / 16.0f - 0.5f;
   ReadBandwidthProbe probe(pool, kStreamBytes);
   const double read_before = probe.measure(3);
   const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) {
-    for (const Matrix& m : ms) backend->matmul(m, x.data(), Rows{1, 0}, y.data());
+    for (const Matrix& m : ms)
+      backend->matmul(m, x.data(), Rows{rows, rows > 1 ? rows : 0}, y.data());
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
@@ -65,6 +71,10 @@ void bm_stream(benchmark::State& state, GgmlType t, size_t n_in, size_t n_out, i
   state.counters["GB/s"] = gbps;
   state.counters["read_GB/s"] = read_gbps;
   state.counters["of_read"] = gbps / read_gbps;
+  if (rows > 1) {
+    state.counters["FLOP/s"] = 2.0 * static_cast<double>(n_in * n_out * rows * copies) *
+                               static_cast<double>(state.iterations()) / seconds;
+  }
 }
 
 int register_all() {
@@ -75,7 +85,15 @@ int register_all() {
     for (int threads : {1, 2}) {
       const std::string name =
           "stream/" + std::string(ggml_type_name(t)) + "/2048/5632/" + std::to_string(threads);
-      benchmark::RegisterBenchmark(name.c_str(), bm_stream, t, size_t{2048}, size_t{5632}, threads)
+      benchmark::RegisterBenchmark(name.c_str(), bm_stream, t, size_t{2048}, size_t{5632},
+                                   size_t{1}, threads)
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime()
+          ->MinTime(0.5);
+      const std::string prefill = "stream-prefill/" + std::string(ggml_type_name(t)) +
+                                  "/2048/5632/64/" + std::to_string(threads);
+      benchmark::RegisterBenchmark(prefill.c_str(), bm_stream, t, size_t{2048}, size_t{5632},
+                                   size_t{64}, threads)
           ->Unit(benchmark::kMillisecond)
           ->UseRealTime()
           ->MinTime(0.5);
