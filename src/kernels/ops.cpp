@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/fp16.h"
 #include "kernels/isa.h"
 #define LIFT_ATTENTION_NS attention_generic
 #include "kernels/ops_attention_impl.h"
@@ -75,6 +76,32 @@ void rmsnorm_row(const float* x, const float* weight, size_t dim, float eps, flo
   const double ss = lane[0];
   const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(dim) + eps));
   for (size_t k = 0; k < dim; ++k) y[k] = x[k] * scale * weight[k];
+}
+
+void kv_store(const KvLayerView& kv, size_t slot, size_t e0, size_t e1, const float* k,
+              const float* v) {
+  // K goes down a column of its block's [kv_dim][block_size] layout, and so does a transposed
+  // V; otherwise a head's V is a row of its run (KvLayerView).
+  const size_t bs = kv.block_size, k0 = kv.k_index(slot, 0);
+  const size_t run = kv.v_transposed ? kv.kv_dim : (kv.v_run == 0 ? kv.kv_dim : kv.v_run);
+  const size_t v_step = kv.v_transposed ? bs : 1;
+  auto store = [&](auto* kd, auto* vd, auto convert) {
+    for (size_t e = e0; e < e1; ++e) kd[k0 + e * bs] = convert(k[e]);
+    for (size_t e = e0; e < e1;) {
+      const size_t end = std::min(e1, (e / run + 1) * run);  // the rest of e's run
+      auto* to = vd + kv.v_index(slot, e);
+      for (size_t d = 0; e + d < end; ++d) to[d * v_step] = convert(v[e + d]);
+      e = end;
+    }
+  };
+  // The cache hands out its memory as const views; this is the one place that writes it.
+  if (kv.type == GgmlType::F32) {
+    store(static_cast<float*>(const_cast<void*>(kv.k)),
+          static_cast<float*>(const_cast<void*>(kv.v)), [](float x) { return x; });
+  } else {
+    store(static_cast<uint16_t*>(const_cast<void*>(kv.k)),
+          static_cast<uint16_t*>(const_cast<void*>(kv.v)), [](float x) { return f32_to_f16(x); });
+  }
 }
 
 void rope_table(int32_t pos, size_t rope_dim, const float* inv_freq, float* cs, float mscale) {

@@ -70,6 +70,11 @@ void softmax_exp(const float* x, size_t n, float* y);
 void attend_head(const float* q, const KvLayerView& kv, size_t kv_offset, size_t head_dim,
                  const int32_t* block_table, int32_t n_ctx, float scale, float* scratch, float* out,
                  AttendMods mods = {});
+// Stores elements [e0, e1) of one token's K and V rows (k[e], v[e]), converted to the cache's
+// type, where `kv` keeps them for cache slot `slot`. The view's memory is a KvCache's, which is
+// written only this way (KvCache::write, the attention of a batch that brings its own K/V).
+void kv_store(const KvLayerView& kv, size_t slot, size_t e0, size_t e1, const float* k,
+              const float* v);
 // The oracle: full softmax, double precision (soft-capping too), same K/V values.
 void attend_head_reference(const float* q, const KvLayerView& kv, size_t kv_offset, size_t head_dim,
                            const int32_t* block_table, int32_t n_ctx, float scale, float* out,

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "kernels/fp16.h"
+#include "kernels/ops.h"
 #include "util/error.h"
 
 namespace lift {
@@ -57,31 +57,7 @@ KvCache::KvCache(const ModelConfig& cfg, size_t n_blocks, size_t block_size, KvT
 void KvCache::Free::operator()(uint8_t* p) const { std::free(p); }
 
 void KvCache::write(size_t layer, size_t slot, const float* k, const float* v) {
-  k += first_;
-  v += first_;
-  // K goes down a column of its block's [kv_dim][block_size] layout (see KvLayerView), and so
-  // does a transposed V (one run of kv_dim elements block_size apart); otherwise each head's V
-  // is a row of its run.
-  const KvLayerView view = layer_view(layer);
-  const size_t k0 = view.k_index(slot, 0);
-  const size_t run = v_transposed_ ? kv_dim_ : v_run_, v_step = v_transposed_ ? block_size_ : 1;
-  if (type_ == KvType::f32) {
-    float* kf = reinterpret_cast<float*>(k_[layer].get()) + k0;
-    float* vf = reinterpret_cast<float*>(v_[layer].get());
-    for (size_t i = 0; i < kv_dim_; ++i) kf[i * block_size_] = k[i];
-    for (size_t e = 0; e < kv_dim_; e += run) {
-      float* to = vf + view.v_index(slot, e);
-      for (size_t d = 0; d < run; ++d) to[d * v_step] = v[e + d];
-    }
-    return;
-  }
-  uint16_t* kh = reinterpret_cast<uint16_t*>(k_[layer].get()) + k0;
-  uint16_t* vh = reinterpret_cast<uint16_t*>(v_[layer].get());
-  for (size_t i = 0; i < kv_dim_; ++i) kh[i * block_size_] = kernels::f32_to_f16(k[i]);
-  for (size_t e = 0; e < kv_dim_; e += run) {
-    uint16_t* to = vh + view.v_index(slot, e);
-    for (size_t d = 0; d < run; ++d) to[d * v_step] = kernels::f32_to_f16(v[e + d]);
-  }
+  kernels::kv_store(layer_view(layer), slot, 0, kv_dim_, k + first_, v + first_);
 }
 
 KvLayerView KvCache::layer_view(size_t layer) const {
