@@ -81,6 +81,12 @@ struct AttentionArgs {
   KvLayerView kv;
   const int32_t* const* block_tables = nullptr;  // per token: its sequence's block table
   const int32_t* n_ctx = nullptr;                // per token: positions to attend (pos + 1)
+  // The batch's own K/V rows ([n_tokens][kv.kv_dim], rotated) when the cache does not hold them
+  // yet: the attention stores token t's at cache slot slots[t] (kernels::kv_store) before any
+  // query reads them. nullptr: stored already.
+  const float* k_new = nullptr;
+  const float* v_new = nullptr;
+  const size_t* slots = nullptr;
 };
 
 // The activation rows of a product: n rows, of which the first n_prompt are prompt tokens and

@@ -315,11 +315,30 @@ class CpuBackend final : public RowOpsBackend {
     size_t heads = std::max<size_t>(1, std::min(group, kernels::kAttentionTile / shortest));
     while (group % heads != 0) --heads;
     const size_t n_head_tasks = a.n_heads / heads;
+    // The batch's own K/V, if the cache does not hold them yet. Where every sequence has one
+    // tile and each task one K/V head (a decode step), a task stores its head's share for its
+    // tile before reading: no task reads what another stores, and the stores' wait on their
+    // cache lines (one per K dimension) overlaps the attention's own and is split over the
+    // cores. Otherwise all of them first, token by token over the pool.
+    const bool store_in_tasks = a.k_new != nullptr && heads == group && tiles_store_apart(a);
+    if (a.k_new != nullptr && !store_in_tasks) {
+      const size_t d = a.kv.kv_dim;
+      pool_.parallel_for(a.n_tokens, [&](size_t t, int) {
+        kernels::kv_store(a.kv, a.slots[t], 0, d, a.k_new + t * d, a.v_new + t * d);
+      });
+    }
     // Last tiles first: within a prompt chunk they see the most context, and handing out the
     // longest tasks first leaves only short ones to even out the threads at the end.
     pool_.parallel_for(tiles_.size() * n_head_tasks, [&](size_t task, int thread) {
       const auto [t0, t1] = tiles_[tiles_.size() - 1 - task / n_head_tasks];
       const size_t h0 = task % n_head_tasks * heads;
+      if (store_in_tasks) {
+        const size_t d = a.kv.kv_dim, e0 = h0 / group * a.head_dim;
+        for (size_t t = t0; t < t1; ++t) {
+          kernels::kv_store(a.kv, a.slots[t], e0, e0 + a.head_dim, a.k_new + t * d,
+                            a.v_new + t * d);
+        }
+      }
       // Tiles longer than the shortest run their heads in several calls.
       const size_t per_call = std::min(heads, kernels::kAttentionTile / (t1 - t0));
       const float* q[kernels::kAttentionTile];
@@ -340,6 +359,33 @@ class CpuBackend final : public RowOpsBackend {
                              kernels::AttendMods{a.softcap, a.window});
       }
     });
+  }
+
+ private:
+  // Whether no tile reads a cache block that another tile stores into (checked pairwise, for up
+  // to kMaxStoreTiles tiles). A block being stored into belongs to one sequence (copy-on-write),
+  // so another tile can read it only at the same place in its own block table: there that table
+  // then holds the same block (the same sequence, or a copy of its table).
+  bool tiles_store_apart(const AttentionArgs& a) const {
+    constexpr size_t kMaxStoreTiles = 16;
+    if (tiles_.size() > kMaxStoreTiles) return false;
+    const size_t bs = a.kv.block_size;
+    for (size_t i = 0; i < tiles_.size(); ++i) {
+      const auto [i0, i1] = tiles_[i];
+      // The tile's positions are consecutive: its first and last lie in every block it stores to.
+      for (const int32_t n : {a.n_ctx[i0], a.n_ctx[i1 - 1]}) {
+        const size_t b = static_cast<size_t>(n - 1) / bs;
+        const int32_t block = a.block_tables[i0][b];
+        for (size_t j = 0; j < tiles_.size(); ++j) {
+          const auto [j0, j1] = tiles_[j];
+          if (j != i && b * bs < static_cast<size_t>(a.n_ctx[j1 - 1]) &&
+              a.block_tables[j0][b] == block) {
+            return false;
+          }
+        }
+      }
+    }
+    return true;
   }
 
  protected:

@@ -26,6 +26,12 @@ class ReferenceBackend final : public RowOpsBackend {
   }
 
   void attention(const AttentionArgs& a) override {
+    if (a.k_new != nullptr) {
+      const size_t d = a.kv.kv_dim;
+      for (size_t t = 0; t < a.n_tokens; ++t) {
+        kernels::kv_store(a.kv, a.slots[t], 0, d, a.k_new + t * d, a.v_new + t * d);
+      }
+    }
     const size_t group = a.n_heads / a.n_kv_heads;
     const size_t q_stride = a.n_heads * a.head_dim;
     for (size_t t = 0; t < a.n_tokens; ++t) {

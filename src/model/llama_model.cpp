@@ -515,6 +515,7 @@ void LlamaModel::ensure_workspace(size_t n) {
     expert_slots_.resize(ne);
   }
   n_ctx_.resize(n);
+  slots_.resize(n);
   for (auto& cs : rope_cs_) cs.resize(n * static_cast<size_t>(cfg_.rope_dim));
   capacity_ = n;
 }
@@ -556,7 +557,11 @@ void LlamaModel::forward(Backend& be, const ForwardBatch& batch, KvCache& kv, fl
   const size_t n_heads = static_cast<size_t>(cfg_.n_heads);
   const size_t n_kv_heads = static_cast<size_t>(cfg_.n_kv_heads);
   const size_t bs = kv.block_size();
-  for (size_t i = 0; i < n; ++i) n_ctx_[i] = batch.positions[i] + 1;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t p = static_cast<size_t>(batch.positions[i]);
+    n_ctx_[i] = batch.positions[i] + 1;
+    slots_[i] = static_cast<size_t>(batch.block_tables[i][p / bs]) * bs + p % bs;
+  }
   // Rotation angles depend only on the position: once per token, not per layer.
   const size_t rope_dim = static_cast<size_t>(cfg_.rope_dim);
   const bool any_local = spec.local_rope_base > 0.0f && !cfg_.layer_window.empty();
@@ -594,12 +599,15 @@ void LlamaModel::forward(Backend& be, const ForwardBatch& batch, KvCache& kv, fl
     const float* cs = rope_cs_[cfg_.local_rope(layer) ? 1 : 0].data();
     be.rope(q_.data(), n, n_heads, hd, rope_dim, cs, spec.rope);
     be.rope(k_.data(), n, n_kv_heads, hd, rope_dim, cs, spec.rope);
-    // All of the batch's K/V go into the cache first; each token then attends to its own
-    // sequence up to its own position, which makes attention causal within a prompt chunk.
-    for (size_t i = 0; i < n; ++i) {
-      const size_t p = static_cast<size_t>(batch.positions[i]);
-      const size_t slot = static_cast<size_t>(batch.block_tables[i][p / bs]) * bs + p % bs;
-      kv.write(l, slot, k_.data() + i * kvd, v_.data() + i * kvd);
+    // The batch's K/V go into the cache before any token attends (each to its own sequence up
+    // to its own position, which makes attention causal within a prompt chunk): stored by the
+    // attention itself, which can split the stores over the cores, unless a tensor-parallel
+    // rank's cache holds only some heads.
+    const bool attention_stores = !be.tensor_parallel() && kv.kv_dim() == kvd;
+    if (!attention_stores) {
+      for (size_t i = 0; i < n; ++i) {
+        kv.write(l, slots_[i], k_.data() + i * kvd, v_.data() + i * kvd);
+      }
     }
     AttentionArgs a;
     a.q = q_.data();
@@ -614,6 +622,11 @@ void LlamaModel::forward(Backend& be, const ForwardBatch& batch, KvCache& kv, fl
     a.kv = kv.layer_view(l);
     a.block_tables = batch.block_tables.data();
     a.n_ctx = n_ctx_.data();
+    if (attention_stores) {
+      a.k_new = k_.data();
+      a.v_new = v_.data();
+      a.slots = slots_.data();
+    }
     be.attention(a);
     hint_vectors(be, {&w.post_attn_norm, &w.ffn_norm});
     be.matmul(w.wo, att_.data(), rows, proj_.data());

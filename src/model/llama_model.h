@@ -105,6 +105,7 @@ class LlamaModel {
   std::vector<std::vector<uint32_t>> expert_slots_;  // per expert: token * used + slot
   std::vector<Product> products_, down_products_;    // gate and up of each expert; down
   std::vector<int32_t> n_ctx_;
+  std::vector<size_t> slots_;      // per token: its cache slot
   std::vector<MemRange> hints_;    // hint_kv_reads' and hint_vectors' ranges
   std::vector<float> rope_cs_[2];  // per token: cos, sin of each rotated pair (by inv_freq_)
 };

@@ -59,6 +59,8 @@ void TpBackend::gather(std::span<const Part> parts, size_t n_rows, const float* 
 }
 
 void TpBackend::attention(const AttentionArgs& a) {
+  // A rank's cache holds its share of the K/V heads; the forward pass stores them itself.
+  if (a.k_new != nullptr) throw Error("tensor-parallel attention takes the batch's K/V stored");
   const size_t group = a.n_heads / a.n_kv_heads, hd = a.head_dim;
   const auto [g0, g1] = share(a.n_kv_heads, comm_.rank(), comm_.size(), 1);
   const size_t full = a.n_heads * hd, h0 = g0 * group, width = (g1 - g0) * group * hd;
