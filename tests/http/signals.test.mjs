@@ -2,7 +2,7 @@
 // exits 0, promptly.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { STORIES, sleep, startServer } from './lib/server.mjs';
+import { GEMMA2_46L, STORIES, sleep, startServer } from './lib/server.mjs';
 import { assertError, get, post, sse } from './lib/http.mjs';
 
 const T = { timeout: 60000 };
@@ -52,11 +52,11 @@ describe('signals', () => {
 
 describe('draining', () => {
   it('while draining /health says 503, a non-streamed request cut off gets 503 (never 200), and a stream ends with finish_reason "abort"', T, async () => {
-    // The stream's 1,900 tokens share each step with the 16 samples of the non-streamed request,
-    // so they take many seconds on 2 cores: the grace (1 s) runs out first. (Alone they once
-    // took ~3 s; faster attention brought that under the grace and the stream finished; with 8
-    // samples, faster kernels on a fast spell did once more.)
-    const srv = await startServer({ model: STORIES, args: ['--shutdown-grace', '1'] });
+    // The grace (1 s) must run out before the stream's 1,900 tokens are written, on any machine.
+    // On stories260K it did not always: 17 sequences of 1,900 tokens once took ~1 s on CI. The
+    // 46-layer Gemma 2 writes about a tenth as many tokens per second, so the same work takes
+    // ten seconds or more (with n = 4; its 23 KiB of K/V per token need 256 MiB for the 5 × 1,905).
+    const srv = await startServer({ model: GEMMA2_46L, args: ['--shutdown-grace', '1', '--kv-cache-memory', '256MiB'] });
     try {
       let events = 0;
       let last;
@@ -64,7 +64,7 @@ describe('draining', () => {
       const stream = sse(srv, '/v1/completions', { ...long, stream: true }, {
         timeoutMs: 20000, onEvent: (e) => { ++events; last = e; },
       }).then((r) => ({ r }), (e) => ({ e }));
-      const plain = post(srv, '/v1/completions', { ...long, seed: 2, n: 16 }, { timeoutMs: 20000 }).then((r) => ({ r }), (e) => ({ e }));
+      const plain = post(srv, '/v1/completions', { ...long, seed: 2, n: 4 }, { timeoutMs: 20000 }).then((r) => ({ r }), (e) => ({ e }));
       const t0 = Date.now();
       while (events < 3 && Date.now() - t0 < 10000) await sleep(5);
       srv.stopping = true;  // it exits by itself below
@@ -88,11 +88,12 @@ describe('draining', () => {
   });
 
   it('a second SIGTERM exits at once, whatever is in flight', T, async () => {
-    const srv = await startServer({ model: STORIES, args: ['--shutdown-grace', '30'] });
+    const srv = await startServer({ model: GEMMA2_46L, args: ['--shutdown-grace', '30', '--kv-cache-memory', '256MiB'] });
     try {
-      // 8 samples of 1,900 tokens: far longer than the half second before the second signal.
+      // 4 samples of 1,900 tokens on the slow model: far longer than the half second before the
+      // second signal (8 on stories260K took under a second on a fast machine).
       const plain = post(srv, '/v1/completions', {
-        model: 'm', prompt: 'Once', max_tokens: 1900, n: 8, temperature: 1, ignore_eos: true,
+        model: 'm', prompt: 'Once', max_tokens: 1900, n: 4, temperature: 1, ignore_eos: true,
       }, { timeoutMs: 20000 }).catch(() => null);
       await sleep(200);
       srv.stopping = true;

@@ -16,6 +16,9 @@ export const liftBin = path.resolve(repoRoot, process.env.LIFT_BIN || 'build/ci-
 export const modelsDir = path.resolve(repoRoot, process.env.LIFT_MODELS_DIR || '../shared/models');
 export const STORIES = path.join(modelsDir, 'stories260K', 'stories260K.gguf');
 export const LLAMA_RANDOM = path.join(modelsDir, 'llama-2-tiny-random', 'llama-2-tiny-random.gguf');
+// 46 layers (a 32k vocabulary): about a tenth of stories260K's speed, for tests that need a
+// request to outlast a deadline on any machine.
+export const GEMMA2_46L = path.join(modelsDir, 'archs', 'archs-gemma2-46l.gguf');
 const threads = process.env.LIFT_SERVE_THREADS || '2';
 
 export function readJson(file) {
@@ -111,7 +114,7 @@ export async function startServer({ model = STORIES, args = [], apiKey, env, rea
   for (let attempt = 0; attempt < 3; ++attempt) {
     const port = await freePort();
     const argv = ['serve', '-m', model, '--host', '127.0.0.1', '--port', String(port), '-t', threads,
-      '--kv-cache-memory', '64MiB', ...args];
+      ...(args.includes('--kv-cache-memory') ? [] : ['--kv-cache-memory', '64MiB']), ...args];
     if (apiKey) argv.push('--api-key', apiKey);
     // The tests name their model 'm': serve it under that alias too (after the file's own
     // name, which responses carry), unless a test chooses the names itself.
