@@ -195,9 +195,8 @@ inline const uint8_t* stream_ahead(const uint8_t* base, size_t pos, size_t len, 
 // too few lines in flight on Zen 5 (2 cores, 2026-12-04; 48 copies of a 5632 x 2048 matrix
 // decoded from DRAM, one thread, against a plain read at 39-41 GB/s): Q4_K 20 -> 38 GB/s,
 // Q6_K 16 -> 38, Q4_0 35 -> 39 GB/s; 2-16 KiB ahead all helped, 4-8 KiB most; into L2 (T1)
-// a little less. docs/performance.md has the runs. K panels ask for every line; Q8_0/Q4_0-style
-// pair panels, whose ascending stream the hardware prefetchers follow, for one line in about
-// 2 KiB (q_tile): every line held those back (Q4_0 decode 63-87 against 79-106 t/s).
+// a little less. docs/performance.md has the runs. K panels ask for every line; pair panels
+// (Q8_0, Q4_0, ...) for one line in about 2 KiB, which q_tile says why.
 inline constexpr size_t kStreamAhead = 6144;
 inline void prefetch_ahead(const uint8_t* p, size_t bytes) {
   // Integer arithmetic: past a matrix's end the address may lie outside any object (a

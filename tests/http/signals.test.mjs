@@ -54,8 +54,9 @@ describe('draining', () => {
   it('while draining /health says 503, a non-streamed request cut off gets 503 (never 200), and a stream ends with finish_reason "abort"', T, async () => {
     // The grace (1 s) must run out before the stream's 1,900 tokens are written, on any machine.
     // On stories260K it did not always: 17 sequences of 1,900 tokens once took ~1 s on CI. The
-    // 46-layer Gemma 2 writes about a tenth as many tokens per second, so the same work takes
-    // ten seconds or more (with n = 4; its 23 KiB of K/V per token need 256 MiB for the 5 × 1,905).
+    // 46-layer Gemma 2 writes about a tenth as many tokens per second: 5 sequences of 1,900
+    // tokens (this stream and n = 4) took 19 s on the 2-core test machine. Its 23 KiB of K/V per
+    // token need 256 MiB for the 5 x 1,905.
     const srv = await startServer({ model: GEMMA2_46L, args: ['--shutdown-grace', '1', '--kv-cache-memory', '256MiB'] });
     try {
       let events = 0;
