@@ -3,12 +3,12 @@
 // memory in the same run. The decode/ entries of kernels_bench time one matrix, which stays in
 // the last-level cache between iterations; a decode step reads each weight once, from DRAM.
 //   lift_kernel_bench --benchmark_filter='stream/'
-// (names: stream/type/n_in/n_out/threads; types without panels read their stored rows). Counters:
-// GB/s of weights, read_GB/s of the plain read (the mean of one just before and one just after: on
-// a shared machine the bandwidth moves within minutes) and of_read, the one over the other.
-// stream-prefill/type/n_in/n_out/rows/threads: a prompt chunk's product with its weights from
-// DRAM, as a prefill meets them (FLOP/s; the prefill/ entries of kernels_bench have them in
-// cache).
+// (names: stream/type/n_in/n_out/threads, n_out 5632 and 2048; types without panels read their
+// stored rows). Counters: GB/s of weights, read_GB/s of the plain read (the mean of one just before
+// and one just after: on a shared machine the bandwidth moves within minutes) and of_read, the one
+// over the other. stream-prefill/type/n_in/n_out/rows/threads: a prompt chunk's product with its
+// weights from DRAM, as a prefill meets them (FLOP/s; the prefill/ entries of kernels_bench have
+// them in cache).
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -83,13 +83,17 @@ int register_all() {
                      GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K,
                      GgmlType::IQ4_NL, GgmlType::F16, GgmlType::BF16}) {
     for (int threads : {1, 2}) {
-      const std::string name =
-          "stream/" + std::string(ggml_type_name(t)) + "/2048/5632/" + std::to_string(threads);
-      benchmark::RegisterBenchmark(name.c_str(), bm_stream, t, size_t{2048}, size_t{5632},
-                                   size_t{1}, threads)
-          ->Unit(benchmark::kMillisecond)
-          ->UseRealTime()
-          ->MinTime(0.5);
+      // An FFN's shape, and an attention projection's: a few megabytes, which is where the
+      // allocation's pages showed (util/large_alloc.h).
+      for (size_t n_out : {size_t{5632}, size_t{2048}}) {
+        const std::string name = "stream/" + std::string(ggml_type_name(t)) + "/2048/" +
+                                 std::to_string(n_out) + "/" + std::to_string(threads);
+        benchmark::RegisterBenchmark(name.c_str(), bm_stream, t, size_t{2048}, n_out, size_t{1},
+                                     threads)
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime()
+            ->MinTime(0.5);
+      }
       const std::string prefill = "stream-prefill/" + std::string(ggml_type_name(t)) +
                                   "/2048/5632/64/" + std::to_string(threads);
       benchmark::RegisterBenchmark(prefill.c_str(), bm_stream, t, size_t{2048}, size_t{5632},

@@ -403,7 +403,7 @@ class CpuBackend final : public RowOpsBackend {
   std::vector<const Matrix*> group_ws_;  // matmul_grouped's matrices
   std::vector<size_t> group_first_;      // and each product's first row in act_buf_
   std::vector<uint8_t> act_buf_;
-  std::unique_ptr<uint8_t, decltype(&std::free)> amx_buf_{nullptr, &std::free};
+  StreamedPtr<uint8_t> amx_buf_;
   size_t amx_capacity_ = 0;
   std::vector<kernels::ActBlockInfo> info_buf_;
   std::vector<std::vector<float>> scratch_;

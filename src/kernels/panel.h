@@ -20,6 +20,7 @@
 #include "gguf/ggml_type.h"
 #include "kernels/act_quant.h"
 #include "kernels/target.h"
+#include "util/large_alloc.h"
 
 namespace lift::kernels {
 
@@ -66,7 +67,7 @@ struct PanelMatrix {
   size_t row0 = 0;  // the first row of the whole matrix held (a tensor-parallel rank's share)
   size_t panel_bytes = 0;
   bool streamed = false;  // quantized blocks in the streamed layout
-  std::unique_ptr<uint8_t[], void (*)(void*)> data{nullptr, std::free};
+  StreamedPtr<uint8_t[]> data;
 
   size_t n_panels() const { return (n_out + kPanelRows - 1) / kPanelRows; }
   size_t bytes() const { return n_panels() * panel_bytes; }

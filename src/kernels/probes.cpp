@@ -58,7 +58,7 @@ ReadBandwidthProbe::ReadBandwidthProbe(ThreadPool& pool, size_t bytes)
   });
 }
 
-ReadBandwidthProbe::~ReadBandwidthProbe() { std::free(buf_); }
+ReadBandwidthProbe::~ReadBandwidthProbe() { free_streamed(buf_); }
 
 double ReadBandwidthProbe::measure(int passes) {
   const size_t threads = static_cast<size_t>(pool_.size());
