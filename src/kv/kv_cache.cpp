@@ -1,8 +1,8 @@
 #include "kv/kv_cache.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
+#include <new>
 
 #include "kernels/ops.h"
 #include "util/error.h"
@@ -41,20 +41,18 @@ KvCache::KvCache(const ModelConfig& cfg, size_t n_blocks, size_t block_size, KvT
   if (block_size == 0) throw Error("KV block size must be positive");
   const size_t bytes = n_blocks * block_size * kv_dim_ * elem_bytes_;
   const auto zeroed = [&] {
-    auto* p = static_cast<uint8_t*>(std::calloc(std::max<size_t>(bytes, 1), 1));
-    if (p == nullptr) {
+    try {
+      return StreamedPtr<uint8_t>(static_cast<uint8_t*>(alloc_streamed(bytes)));
+    } catch (const std::bad_alloc&) {
       throw Error("cannot allocate " + std::to_string(bytes) + " bytes per layer for the KV " +
                   "cache (" + std::to_string(n_blocks) + " blocks); lower --kv-cache-memory");
     }
-    return std::unique_ptr<uint8_t, Free>(p);
   };
   for (size_t l = 0; l < n_layers_; ++l) {
     k_.push_back(zeroed());
     v_.push_back(zeroed());
   }
 }
-
-void KvCache::Free::operator()(uint8_t* p) const { std::free(p); }
 
 void KvCache::write(size_t layer, size_t slot, const float* k, const float* v) {
   kernels::kv_store(layer_view(layer), slot, 0, kv_dim_, k + first_, v + first_);

@@ -12,6 +12,7 @@
 #include "kernels/backend.h"
 #include "model/model_config.h"
 #include "parallel/tp_split.h"
+#include "util/large_alloc.h"
 
 namespace lift {
 
@@ -54,12 +55,10 @@ class KvCache {
   size_t v_run_;  // KvLayerView::v_run: one head's dimensions (0 with V transposed)
   KvType type_;
   size_t elem_bytes_;
-  // calloc'd: the kernel maps large zeroed regions lazily, so a budget costs memory only as
-  // its blocks are first written.
-  struct Free {
-    void operator()(uint8_t* p) const;
-  };
-  std::vector<std::unique_ptr<uint8_t, Free>> k_, v_;
+  // Fresh zeroed pages, mapped lazily (a budget costs memory only as its blocks are first
+  // written), huge where the kernel has them: a long context's decode streams them as it does
+  // the weights (util/large_alloc.h).
+  std::vector<StreamedPtr<uint8_t>> k_, v_;
 };
 
 }  // namespace lift
