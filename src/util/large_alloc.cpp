@@ -117,6 +117,16 @@ void* alloc_streamed(size_t bytes) { return arena().alloc(bytes); }
 
 void free_streamed(void* p) { arena().free(p); }
 
+bool populate_streamed(void* p, size_t bytes) {
+  if (bytes == 0) return true;
+  // madvise wants a page-aligned start: the page shared with a neighbour is faulted too, which
+  // leaves its bytes as they are.
+  constexpr uintptr_t kPage = 4096;
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(p) / kPage * kPage;
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + bytes;
+  return madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE) == 0;
+}
+
 StreamedStats streamed_stats() { return arena().stats(); }
 
 }  // namespace lift

@@ -20,6 +20,10 @@ namespace lift {
 void* alloc_streamed(size_t bytes);
 // Releases what alloc_streamed returned; nullptr is ignored.
 void free_streamed(void* p);
+// Faults in the pages of [p, p + bytes) as a write would, leaving every byte as it is (so it may
+// race writers): the first write to a huge page costs a fault that zeroes 2 MB. False where the
+// kernel cannot (MADV_POPULATE_WRITE is Linux 5.14).
+bool populate_streamed(void* p, size_t bytes);
 
 struct StreamedFree {
   void operator()(void* p) const { free_streamed(p); }

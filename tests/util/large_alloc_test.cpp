@@ -70,6 +70,18 @@ TEST(LargeAlloc, FreeingOneBufferKeepsItsNeighbours) {
   free_streamed(c);
 }
 
+TEST(LargeAlloc, PopulatingPagesKeepsTheirBytes) {
+  // Written in places first, then every page faulted in: the written bytes stay, the rest zero.
+  const size_t n = 5 * kMiB + 333;
+  auto* p = static_cast<uint8_t*>(alloc_streamed(n));
+  for (size_t i = 0; i < n; i += 4099) p[i] = static_cast<uint8_t>(i % 251 + 1);
+  if (!populate_streamed(p + 17, n - 17)) GTEST_SKIP() << "no MADV_POPULATE_WRITE here";
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(p[i], i % 4099 == 0 ? static_cast<uint8_t>(i % 251 + 1) : 0) << i;
+  }
+  free_streamed(p);
+}
+
 TEST(LargeAlloc, NullAndForeignPointersAreIgnored) {
   free_streamed(nullptr);
   int local = 7;
