@@ -58,9 +58,8 @@ class KvCache {
   size_t v_run_;  // KvLayerView::v_run: one head's dimensions (0 with V transposed)
   KvType type_;
   size_t elem_bytes_;
-  // Fresh zeroed pages, mapped lazily (a budget costs memory only as its blocks are first
-  // written), huge where the kernel has them: a long context's decode streams them as it does
-  // the weights (util/large_alloc.h).
+  // Fresh zeroed pages, huge where the kernel has them: a long context's decode streams them as
+  // it does the weights (util/large_alloc.h).
   std::vector<StreamedPtr<uint8_t>> k_, v_;
   // Faults the pages in ahead of use, in the order blocks are first handed out, at low
   // priority: a first write to a huge page costs a 2 MB fault (about 2 ms on this VM), which
