@@ -65,9 +65,6 @@ class Bench {
         kv_(m.config(), n_seqs * ((max_len + 15) / 16), 16, kv_type,
             tp != nullptr ? tp->shard() : TpShard{}),
         tp_(tp) {
-    // Its pages faulted in before anything is timed: the faulting thread would take memory
-    // bandwidth and a core from what is measured.
-    kv_.finish_prefault();
     m_.set_context_length(max_len);
     if (tp_ != nullptr) tp_->send_geometry(kv_, max_len);
     const size_t per = (max_len + 15) / 16;

@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -49,8 +48,6 @@ class KvCache {
   MemRange v_block(size_t layer, int32_t block) const;
   // Copies every layer's K/V of one block into another (copy-on-write).
   void copy_block(int32_t src, int32_t dst);
-  // Waits until every page has been faulted in (tests; the engine never waits).
-  void finish_prefault();
 
  private:
   size_t n_blocks_, block_size_, kv_dim_, n_layers_, first_;
@@ -61,11 +58,6 @@ class KvCache {
   // Fresh zeroed pages, huge where the kernel has them: a long context's decode streams them as
   // it does the weights (util/large_alloc.h).
   std::vector<StreamedPtr<uint8_t>> k_, v_;
-  // Faults the pages in ahead of use, in the order blocks are first handed out, at low
-  // priority: a first write to a huge page costs a 2 MB fault (about 2 ms on this VM), which
-  // would otherwise land on the step that first reaches new 2 MB of every layer's K and V
-  // (time to first token 20 -> 120 ms on the 1.1B). Declared last: stopped before the memory goes.
-  std::jthread prefault_;
 };
 
 }  // namespace lift

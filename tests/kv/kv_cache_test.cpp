@@ -105,35 +105,5 @@ TEST(KvCache, BlockRangesHoldExactlyTheBlocksSlots) {
   }
 }
 
-// The cache faults its pages in behind the engine's back (MADV_POPULATE_WRITE): what the engine
-// writes meanwhile stays, and what it never wrote reads zero.
-TEST(KvCache, FaultingPagesInKeepsWhatWasWritten) {
-  const ModelConfig cfg = tiny_config();
-  const size_t kv_dim = static_cast<size_t>(cfg.kv_dim());
-  const size_t bs = 16, n_blocks = 6144;  // 6 MB per layer's K and V: three 2 MB chunks
-  KvCache cache(cfg, n_blocks, bs);
-  std::vector<float> k(kv_dim), v(kv_dim);
-  const size_t n_slots = n_blocks * bs, stride = 997;
-  for (size_t s = 0; s < n_slots; s += stride) {
-    for (size_t e = 0; e < kv_dim; ++e) {
-      k[e] = static_cast<float>(s + e + 1);
-      v[e] = -static_cast<float>(s + e + 1);
-    }
-    cache.write(s % 2, s, k.data(), v.data());
-  }
-  cache.finish_prefault();
-  for (size_t l = 0; l < 2; ++l) {
-    const KvLayerView view = cache.layer_view(l);
-    for (size_t s = 0; s < n_slots; s += 331) {
-      const bool written = s % stride == 0 && s % 2 == l;
-      for (size_t e = 0; e < kv_dim; ++e) {
-        const float want = written ? static_cast<float>(s + e + 1) : 0.0f;
-        ASSERT_EQ(read(view, view.k, view.k_index(s, e)), want) << l << " " << s << " " << e;
-        ASSERT_EQ(read(view, view.v, view.v_index(s, e)), -want) << l << " " << s << " " << e;
-      }
-    }
-  }
-}
-
 }  // namespace
 }  // namespace lift
