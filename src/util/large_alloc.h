@@ -1,5 +1,5 @@
-// Memory for large buffers that are streamed end to end (packed weights, the bandwidth
-// probe's buffer).
+// Memory for large buffers that are streamed end to end (packed weights, the KV cache, the
+// bandwidth probe's buffer).
 //
 // Every one of them lies on transparent huge pages where the kernel has them: a decode step
 // reads each weight once, from DRAM, and a stream over 4 KB pages misses the TLB every 4 KB.
