@@ -56,9 +56,8 @@ KvCache::KvCache(const ModelConfig& cfg, size_t n_blocks, size_t block_size, KvT
   for (size_t l = 0; l < n_layers_; ++l) {
     k_.push_back(zeroed());
     v_.push_back(zeroed());
-    constexpr size_t kHugePage = size_t{2} << 20;
-    populate_streamed(k_.back().get(), std::min(bytes, kHugePage));
-    populate_streamed(v_.back().get(), std::min(bytes, kHugePage));
+    populate_streamed(k_.back().get(), std::min(bytes, kHugePageBytes));
+    populate_streamed(v_.back().get(), std::min(bytes, kHugePageBytes));
   }
 }
 

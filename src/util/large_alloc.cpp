@@ -12,7 +12,7 @@
 namespace lift {
 namespace {
 
-constexpr size_t kHugePage = size_t{2} << 20;
+constexpr size_t kHugePage = kHugePageBytes;
 // Each slab wastes at most the unused part of the last huge page it touched, and reserves (but
 // does not touch) the rest: few slabs for a large model, little address space for a small one.
 constexpr size_t kSlabBytes = size_t{64} << 20;
@@ -94,10 +94,7 @@ class SlabArena {
     if (raw + len > end) munmap(end, static_cast<size_t>(raw + len - end));
     // Advice only: where the kernel has no huge pages to give, this fails and nothing changes.
     madvise(base, size, MADV_HUGEPAGE);
-    Slab s;
-    s.base = base;
-    s.size = size;
-    return s;
+    return {base, size};
   }
 
   std::mutex mu_;

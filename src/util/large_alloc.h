@@ -15,6 +15,9 @@
 
 namespace lift {
 
+// The x86-64 transparent huge page, the unit of the slabs and of a first write's fault.
+inline constexpr size_t kHugePageBytes = size_t{2} << 20;
+
 // At least `bytes` bytes, 64-byte aligned, zero-filled (fresh pages), on huge pages where
 // available. Release with free_streamed. Throws std::bad_alloc.
 void* alloc_streamed(size_t bytes);
