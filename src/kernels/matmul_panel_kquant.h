@@ -52,11 +52,13 @@ using KPanelQ2K = KPanelLayout<GgmlType::Q2_K, 16, 0, 1024, 1024, 0, false, 64>;
 using KPanelQ3K = KPanelLayout<GgmlType::Q3_K, 16, 384, 0, 0, 256, false, 192, 192>;
 // The streamed layouts (PanelMatrix::streamed). Q4_K: d, dmin, scales, mins, then the codes;
 // Q5_K the same with each sub-block's 5th bits after its codes.
-// Q6_K: d, 32 bytes of padding, scales, then per sub-block its two nibble vectors and its high
-// bits.
+// Q6_K: d, 32 bytes of padding, scales, then per sub-block three code vectors (kHighOff 0):
+// byte t of vector i holds 4 u_i (u = q + 32 of quad i's element t) in bits 2..7 and two bits of
+// u_3 in bits 0..1 (bits 2i..2i+1 of u_3), so quads 0-2 are one mask each and quad 3 three
+// shifts and two bit selects (split: two nibble vectors and a plane of high bit pairs).
 using KPanelQ4KStream = KPanelLayout<GgmlType::Q4_K, 8, 0, 64, 192, 320, true>;
 using KPanelQ5KStream = KPanelLayout<GgmlType::Q5_K, 8, 576, 64, 192, 320, true, 320, 320>;
-using KPanelQ6KStream = KPanelLayout<GgmlType::Q6_K, 16, 448, 64, 0, 320, true, 192, 192>;
+using KPanelQ6KStream = KPanelLayout<GgmlType::Q6_K, 16, 0, 64, 0, 320, true, 192>;
 using KPanelQ2KStream = KPanelLayout<GgmlType::Q2_K, 16, 0, 64, 64, 320, true, 64>;
 using KPanelQ3KStream = KPanelLayout<GgmlType::Q3_K, 16, 448, 64, 0, 320, true, 192, 192>;
 

@@ -136,20 +136,38 @@ inline void affine_sub_block(const uint8_t* blk, const uint8_t* const* xb, size_
   quads.template operator()<3>();
 }
 
-// Q6_K sub-block k (16 elements): vector 2k holds quads 0 and 1 in its low and high nibbles,
-// 2k + 1 quads 2 and 3; the plane at kHighOff the two top bits, quad j in bits 2j..2j+1.
+// Q6_K sub-block k (16 elements), as u = q + 32 (0..63). Split: vector 2k holds quads 0 and 1
+// in its low and high nibbles, 2k + 1 quads 2 and 3; the plane at kHighOff the two top bits,
+// quad j in bits 2j..2j+1. Streamed: three vectors of 4 u_i over two bits of u_3 (the AVX-512
+// kernel uses 4 u as it is; vpmaddubsw could overflow on it, so it is shifted back to u here).
 template <class W, int R, int H>
 inline void q6_sub_block(const uint8_t* blk, const uint8_t* const* xb, size_t k, int h0,
                          __m256i (&sumi)[R][H]) {
   const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
-  __m256i hv[H], sc[H];
+  const __m256i code = _mm256_set1_epi8(static_cast<char>(0xFC)), low2 = _mm256_set1_epi8(0x03);
+  __m256i hv[H], sc[H], u3[H];
   for (int h = 0; h < H; ++h) {
-    hv[h] = load(blk + W::kHighOff + k * W::kHighStride + 32 * (h0 + h));
+    if constexpr (W::kInline) {
+      const uint8_t* v = blk + W::kCodeOff + k * W::kCodeStride + 32 * (h0 + h);
+      // Masked before they are shifted, so no bit crosses into the next byte.
+      u3[h] = _mm256_or_si256(
+          _mm256_or_si256(_mm256_and_si256(load(v), low2),
+                          _mm256_slli_epi16(_mm256_and_si256(load(v + 64), low2), 2)),
+          _mm256_slli_epi16(_mm256_and_si256(load(v + 128), low2), 4));
+    } else {
+      hv[h] = load(blk + W::kHighOff + k * W::kHighStride + 32 * (h0 + h));
+    }
     sc[h] = scale_pairs<true>(blk + W::kScOff + 16 * k, h0 + h);
   }
   for (int half = 0; half < 2; ++half) {  // quads 2*half and 2*half + 1
     __m256i q0[H], q1[H];
     for (int h = 0; h < H; ++h) {
+      if constexpr (W::kInline) {
+        const uint8_t* v = blk + W::kCodeOff + k * W::kCodeStride + 32 * (h0 + h);
+        q0[h] = _mm256_srli_epi16(_mm256_and_si256(load(v + 128 * half), code), 2);
+        q1[h] = half == 0 ? _mm256_srli_epi16(_mm256_and_si256(load(v + 64), code), 2) : u3[h];
+        continue;
+      }
       const __m256i nv = load(blk + W::kCodeOff + k * W::kCodeStride +
                               static_cast<size_t>(half) * 64 + 32 * (h0 + h));
       const __m256i hi0 = half == 0 ? _mm256_slli_epi16(hv[h], 4) : hv[h];

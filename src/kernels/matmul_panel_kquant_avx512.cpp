@@ -95,6 +95,12 @@ struct Layout : W {
   static constexpr size_t kSubBytes = W::kBlockBytes / W::kSubs;  // for prefetching only
 };
 
+// Streamed Q6_K keeps its codes as 4 u (matmul_panel_kquant.h), so every sum is 4 times the
+// split layout's: sumi at most 2^29 in magnitude (16 sub-blocks x 16 elements x |4q| <= 128 x
+// |x| <= 128 x |sc| <= 128), exact in int32.
+template <class W>
+constexpr bool kCodeTimes4 = W::kType == GgmlType::Q6_K&& W::kInline;
+
 template <class W, int C, int R>
 void k_tile(const KArgs& a, size_t p0, size_t r0) {
   const uint8_t* pw[C];
@@ -163,7 +169,8 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
     // Q3_K/Q6_K: each row's code offset term per sub-block, -offset * xsum_k, all 16 at once.
     alignas(64) int32_t offsets[W::kHasMin ? 1 : R][16];
     if constexpr (!W::kHasMin) {
-      constexpr int kShift = W::kType == GgmlType::Q3_K ? 2 : 5;  // codes stored as q + 4, q + 32
+      // Codes stored as q + 4 (Q3_K), q + 32 (Q6_K split) or 4 (q + 32) (Q6_K streamed).
+      constexpr int kShift = W::kType == GgmlType::Q3_K ? 2 : kCodeTimes4<W> ? 7 : 5;
       for (int r = 0; r < R; ++r) {
         const __m512i sums = _mm512_cvtepi16_epi32(
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[r] + kQ8KBsumsOff)));
@@ -281,6 +288,40 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
           small_code_dots<R, C>(dot, xb, k,
                                 [&]<int J>(int c) { return q3_quad<J, 4 + J>(lo[c], hv[c]); });
         }
+      } else if constexpr (W::kType == GgmlType::Q6_K && W::kInline) {
+        // Q6_K streamed: codes as 4 u (q + 32), whose 4 * 32 offset is taken out up front; quad
+        // 3's from the bit pairs under the other three (matmul_panel_kquant.h): 9 operations per
+        // sub-block where the split layout's nibbles and high bits take 17.
+        for (int r = 0; r < R; ++r) {
+          const __m512i bias = _mm512_set1_epi32(offsets[r][k]);
+          for (int c = 0; c < C; ++c) dot[r][c] = bias;
+        }
+        const __m512i code = _mm512_set1_epi8(static_cast<char>(0xFC));
+        const __m512i top2 = _mm512_set1_epi8(static_cast<char>(0xC0));
+        const __m512i top4 = _mm512_set1_epi8(static_cast<char>(0xF0));
+        __m512i q[4][C];
+        for (int c = 0; c < C; ++c) {
+          const uint8_t* v = blk[c] + W::kCodeOff + k * W::kCodeStride;
+          const __m512i v0 = _mm512_load_si512(v);
+          const __m512i v1 = _mm512_load_si512(v + 64);
+          const __m512i v2 = _mm512_load_si512(v + 128);
+          q[0][c] = _mm512_and_si512(v0, code);
+          q[1][c] = _mm512_and_si512(v1, code);
+          q[2][c] = _mm512_and_si512(v2, code);
+          // Bits 6-7 from v2's 0-1, 4-5 from v1's, 2-3 from v0's (0xCA: first ? second : third);
+          // the 16-bit shifts carry a byte's top bits into the next byte's bits 0-5, which the
+          // selects replace and the last mask clears.
+          const __m512i hi = _mm512_ternarylogic_epi32(top2, _mm512_slli_epi16(v2, 6),
+                                                       _mm512_slli_epi16(v1, 4), 0xCA);
+          q[3][c] = _mm512_and_si512(
+              _mm512_ternarylogic_epi32(top4, hi, _mm512_slli_epi16(v0, 2), 0xCA), code);
+        }
+        for (int j = 0; j < 4; ++j) {
+          for (int r = 0; r < R; ++r) {
+            const __m512i x = bcast32(xb[r] + kQsOff + 16 * k + 4 * static_cast<size_t>(j));
+            for (int c = 0; c < C; ++c) dot[r][c] = _mm512_dpbusd_epi32(dot[r][c], q[j][c], x);
+          }
+        }
       } else {
         // Q6_K: the codes' +32 offset is taken out up front, -32 * xsum_k.
         for (int r = 0; r < R; ++r) {
@@ -337,6 +378,8 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
     for (int c = 0; c < C; ++c) {
       const __m512 d = half16(ps[c] + b * W::kScaleStride);
       for (int r = 0; r < R; ++r) {
+        // Four times the codes made four times the sum: exact, so the shift gives it back.
+        if constexpr (kCodeTimes4<W>) sumi[r][c] = _mm512_srai_epi32(sumi[r][c], 2);
         acc[r][c] =
             _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[r][c]), _mm512_mul_ps(d, dx[r]), acc[r][c]);
       }

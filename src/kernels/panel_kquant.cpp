@@ -47,21 +47,27 @@ void pack_affine(const Block& b, size_t lane, uint8_t* blk, uint8_t* scales) {
   std::memcpy(scales + 32 + 2 * lane, &b.dmin, 2);
 }
 
-// Q6_K: per sub-block two nibble vectors (quads 0/1 and 2/3) and the high bit pairs.
+// Q6_K: per sub-block two nibble vectors (quads 0/1 and 2/3) and the high bit pairs (split), or
+// three vectors of 4 u_j with u_3's bit pairs below them (streamed; matmul_panel_kquant.h).
 template <class W>
 void pack_q6_k(const BlockQ6_K& b, size_t lane, uint8_t* blk, uint8_t* scales) {
   KCodes c;
   k_codes(b, c);
   for (size_t k = 0; k < 16; ++k) {
-    uint8_t* nib = blk + W::kCodeOff + k * W::kCodeStride;
-    uint8_t* high = blk + W::kHighOff + k * W::kHighStride;
+    uint8_t* codes = blk + W::kCodeOff + k * W::kCodeStride;
     for (size_t t = 0; t < 4; ++t) {
       uint8_t u[4];  // the unsigned 6-bit code (q + 32) of element 16k + 4j + t, j = 0..3
       for (size_t j = 0; j < 4; ++j) u[j] = static_cast<uint8_t>(c.q[16 * k + 4 * j + t] + 32);
-      at(nib, 0, lane, t) = static_cast<uint8_t>((u[0] & 15) | ((u[1] & 15) << 4));
-      at(nib, 1, lane, t) = static_cast<uint8_t>((u[2] & 15) | ((u[3] & 15) << 4));
-      at(high, 0, lane, t) = static_cast<uint8_t>((u[0] >> 4) | ((u[1] >> 4) << 2) |
-                                                  ((u[2] >> 4) << 4) | ((u[3] >> 4) << 6));
+      if constexpr (W::kInline) {
+        for (size_t i = 0; i < 3; ++i) {
+          at(codes, i, lane, t) = static_cast<uint8_t>(u[i] << 2 | ((u[3] >> (2 * i)) & 3));
+        }
+        continue;
+      }
+      at(codes, 0, lane, t) = static_cast<uint8_t>((u[0] & 15) | ((u[1] & 15) << 4));
+      at(codes, 1, lane, t) = static_cast<uint8_t>((u[2] & 15) | ((u[3] & 15) << 4));
+      at(blk + W::kHighOff + k * W::kHighStride, 0, lane, t) = static_cast<uint8_t>(
+          (u[0] >> 4) | ((u[1] >> 4) << 2) | ((u[2] >> 4) << 4) | ((u[3] >> 4) << 6));
     }
     blk[W::kScOff + 16 * k + lane] = static_cast<uint8_t>(c.sc[k]);
   }
