@@ -1,4 +1,4 @@
-// AVX2 products of K-quant panels (Q4_K, Q5_K, Q6_K; layouts in panel.h) with Q8_K activation
+// AVX2 products of K-quant panels (Q2_K to Q6_K; layouts in panel.h) with Q8_K activation
 // rows. Each output gets the integers sumi and summ of matmul_panel_kquant_avx512.cpp and the
 // same float steps in the same order,
 //   Q4_K/Q5_K: acc = fma(-float(summ), dmin_w * d_x, acc);  acc = fma(float(sumi), d_w * d_x, acc)
@@ -10,8 +10,9 @@
 // several quads of one sub-block are added and then widened by one vpmaddwd with the sub-block's
 // scale, which gives sc_k * dot_k directly. That is exact while no int16 sum can overflow: a
 // pair is at most 2 * umax * 128, so Q4_K (codes < 16) widens every 8 quads (30720), Q5_K (< 32)
-// every 4 (31744), Q6_K (< 64, stored as q + 32) every 2 (32256). Every integer is exact, so
-// neither the grouping nor the tile shape changes a result.
+// every 4 (31744), Q6_K (< 64, stored as q + 32) every 2 (32256), Q2_K (< 4) and Q3_K (< 8,
+// stored as q + 4) once per 16-element sub-block, its 4 quads (3072, 7168). Every integer is
+// exact, so neither the grouping nor the tile shape changes a result.
 #include <immintrin.h>
 
 #include <cstddef>
@@ -136,6 +137,84 @@ inline void affine_sub_block(const uint8_t* blk, const uint8_t* const* xb, size_
   quads.template operator()<3>();
 }
 
+// Sub-block k of 16 elements with codes under 8 (Q2_K, Q3_K): code.operator()<J>(h) gives half
+// h's u8 codes of quad J; the int16 sums of the four quads are added, then widened by one
+// vpmaddwd with the sub-block's scale pairs.
+template <int R, int H, class Code>
+inline void small_code_sub_block(const uint8_t* const* xb, size_t k, const __m256i (&sc)[H],
+                                 Code code, __m256i (&sumi)[R][H]) {
+  __m256i s16[R][H];
+  auto quad = [&]<int J>() {
+    __m256i q[H];
+    for (int h = 0; h < H; ++h) q[h] = code.template operator()<J>(h);
+    for (int r = 0; r < R; ++r) {
+      const __m256i x = bcast32(xb[r] + kQsOff + 16 * k + 4 * static_cast<size_t>(J));
+      for (int h = 0; h < H; ++h) {
+        const __m256i t = _mm256_maddubs_epi16(q[h], x);
+        s16[r][h] = J == 0 ? t : _mm256_add_epi16(s16[r][h], t);
+      }
+    }
+  };
+  quad.template operator()<0>();
+  quad.template operator()<1>();
+  quad.template operator()<2>();
+  quad.template operator()<3>();
+  for (int r = 0; r < R; ++r) {
+    for (int h = 0; h < H; ++h) {
+      sumi[r][h] = _mm256_add_epi32(sumi[r][h], _mm256_madd_epi16(s16[r][h], sc[h]));
+    }
+  }
+}
+
+// Q2_K sub-block k: one vector, quad j in bits 2j..2j+1 of each byte; the scale is the low
+// nibble of byte k % 2 of the lane's int16 pair at kScOff + 32 (k / 2) (its min the high one).
+template <class W, int R, int H>
+inline void q2_sub_block(const uint8_t* blk, const uint8_t* const* xb, size_t k, int h0,
+                         __m256i (&sumi)[R][H]) {
+  const __m256i m2 = _mm256_set1_epi8(0x03);
+  __m256i v[H], sc[H];
+  for (int h = 0; h < H; ++h) {
+    v[h] = load(blk + W::kCodeOff + k * W::kCodeStride + 32 * (h0 + h));
+    const __m256i pair =
+        _mm256_cvtepu16_epi32(load128(blk + W::kScOff + 32 * (k / 2) + 16 * (h0 + h)));
+    const __m256i s =
+        _mm256_and_si256(k % 2 == 0 ? pair : _mm256_srli_epi32(pair, 8), _mm256_set1_epi32(0x0F));
+    sc[h] = _mm256_or_si256(s, _mm256_slli_epi32(s, 16));  // the int16 pair (sc, sc)
+  }
+  // 16-bit shifts: the mask drops what crosses from the neighbouring byte.
+  small_code_sub_block<R, H>(
+      xb, k, sc, [&]<int J>(int h) { return _mm256_and_si256(shift16<-2 * J>(v[h]), m2); }, sumi);
+}
+
+// Q3_K sub-block k: codes u = q + 4 (0..7), the low two bits as Q2_K's in the vector at
+// kCodeOff + (k / 2) kCodeStride + (k % 2) 64, the third bit of quad j in bit 4 (k % 2) + j of
+// the pair's vector at kHighOff (the offset comes off in q_bias).
+template <class W, int R, int H>
+inline void q3_sub_block(const uint8_t* blk, const uint8_t* const* xb, size_t k, int h0,
+                         __m256i (&sumi)[R][H]) {
+  const __m256i m2 = _mm256_set1_epi8(0x03), m4 = _mm256_set1_epi8(0x04);
+  __m256i lo[H], hv[H], sc[H];
+  for (int h = 0; h < H; ++h) {
+    lo[h] = load(blk + W::kCodeOff + k / 2 * W::kCodeStride + k % 2 * 64 + 32 * (h0 + h));
+    hv[h] = load(blk + W::kHighOff + k / 2 * W::kHighStride + 32 * (h0 + h));
+    sc[h] = scale_pairs<true>(blk + W::kScOff + 16 * k, h0 + h);
+  }
+  auto quads = [&]<int B>() {
+    small_code_sub_block<R, H>(
+        xb, k, sc,
+        [&]<int J>(int h) {
+          return _mm256_or_si256(_mm256_and_si256(shift16<-2 * J>(lo[h]), m2),
+                                 _mm256_and_si256(shift16<2 - B - J>(hv[h]), m4));
+        },
+        sumi);
+  };
+  if (k % 2 == 0) {
+    quads.template operator()<0>();
+  } else {
+    quads.template operator()<4>();
+  }
+}
+
 // Q6_K sub-block k (16 elements), as u = q + 32 (0..63). Split: vector 2k holds quads 0 and 1
 // in its low and high nibbles, 2k + 1 quads 2 and 3; the plane at kHighOff the two top bits,
 // quad j in bits 2j..2j+1. Streamed: three vectors of 4 u_i over two bits of u_3 (the AVX-512
@@ -188,10 +267,12 @@ inline void q6_sub_block(const uint8_t* blk, const uint8_t* const* xb, size_t k,
   }
 }
 
-// Q6_K's codes carry +32: per lane and row, 32 * sum_k sc_k * xsum_k comes off sumi. The scales
-// of sub-blocks 2i and 2i + 1 interleaved as int16 pairs meet the Q8_K bsums pair (2i, 2i + 1).
+// Q6_K's codes carry +32, Q3_K's +4: per lane and row, that times sum_k sc_k * xsum_k comes off
+// sumi. The scales of sub-blocks 2i and 2i + 1 interleaved as int16 pairs meet the Q8_K bsums
+// pair (2i, 2i + 1).
 template <class W, int R, int H>
-inline void q6_bias(const uint8_t* blk, const uint8_t* const* xb, int h0, __m256i (&sumi)[R][H]) {
+inline void q_bias(const uint8_t* blk, const uint8_t* const* xb, int h0, __m256i (&sumi)[R][H]) {
+  constexpr int kShift = W::kType == GgmlType::Q3_K ? 2 : 5;
   __m256i bias[R][H];
   for (int i = 0; i < 8; ++i) {
     const __m128i r0 = load128(blk + W::kScOff + 32 * static_cast<size_t>(i));
@@ -211,7 +292,7 @@ inline void q6_bias(const uint8_t* blk, const uint8_t* const* xb, int h0, __m256
   }
   for (int r = 0; r < R; ++r) {
     for (int h = 0; h < H; ++h) {
-      sumi[r][h] = _mm256_sub_epi32(sumi[r][h], _mm256_slli_epi32(bias[r][h], 5));
+      sumi[r][h] = _mm256_sub_epi32(sumi[r][h], _mm256_slli_epi32(bias[r][h], kShift));
     }
   }
 }
@@ -243,15 +324,18 @@ void k_tile(const KArgs& a, size_t p, int h0, size_t r0) {
     }
     if constexpr (W::kHasMin) {
       // The min term: per lane sum_k m_k * xsum_k, two sub-blocks per vpmaddwd.
-      int32_t pairs[R][4];
-      for (int r = 0; r < R; ++r) sub_block_sum_pairs<8>(xb[r], pairs[r]);
+      constexpr int kPairs = static_cast<int>(W::kSubs) / 2;
+      int32_t pairs[R][kPairs];
+      for (int r = 0; r < R; ++r) sub_block_sum_pairs<W::kSubs>(xb[r], pairs[r]);
       __m256i summ[R][H];
-      for (int i = 0; i < 4; ++i) {
+      for (int i = 0; i < kPairs; ++i) {
         __m256i xp[R];
         for (int r = 0; r < R; ++r) xp[r] = _mm256_set1_epi32(pairs[r][i]);
         for (int h = 0; h < H; ++h) {
-          const __m256i mv = _mm256_cvtepu8_epi16(
+          __m256i mv = _mm256_cvtepu8_epi16(
               load128(blk + W::kMinOff + 32 * static_cast<size_t>(i) + 16 * (h0 + h)));
+          // Q2_K keeps each sub-block's scale and min in one byte, the min in the high nibble.
+          if constexpr (W::kType == GgmlType::Q2_K) mv = _mm256_srli_epi16(mv, 4);
           for (int r = 0; r < R; ++r) {
             const __m256i t = _mm256_madd_epi16(mv, xp[r]);
             summ[r][h] = i == 0 ? t : _mm256_add_epi32(summ[r][h], t);
@@ -271,13 +355,17 @@ void k_tile(const KArgs& a, size_t p, int h0, size_t r0) {
       for (auto& v : row) v = _mm256_setzero_si256();
     }
     for (size_t k = 0; k < W::kSubs; ++k) {
-      if constexpr (W::kHasMin) {
+      if constexpr (W::kType == GgmlType::Q2_K) {
+        q2_sub_block<W, R, H>(blk, xb, k, h0, sumi);
+      } else if constexpr (W::kType == GgmlType::Q3_K) {
+        q3_sub_block<W, R, H>(blk, xb, k, h0, sumi);
+      } else if constexpr (W::kHasMin) {
         affine_sub_block<W, R, H>(blk, xb, k, h0, sumi);
       } else {
         q6_sub_block<W, R, H>(blk, xb, k, h0, sumi);
       }
     }
-    if constexpr (!W::kHasMin) q6_bias<W, R, H>(blk, xb, h0, sumi);
+    if constexpr (!W::kHasMin) q_bias<W, R, H>(blk, xb, h0, sumi);
     for (int h = 0; h < H; ++h) {
       const __m256 d = half8(scales, h0 + h);
       for (int r = 0; r < R; ++r) {
@@ -332,6 +420,14 @@ void matmul_k_panels_avx2(const PanelView& w, const uint8_t* act, size_t act_str
   const KArgs a{w, act, act_stride, w.n_in / kKBlock, y, ldy, o_end};
   const size_t p_begin = o_begin / kPanelRows;
   const size_t p_end = (o_end + kPanelRows - 1) / kPanelRows;
+  if (w.type == GgmlType::Q2_K) {
+    return w.streamed ? k_loop<KPanelQ2KStream>(a, p_begin, p_end, n_rows)
+                      : k_loop<KPanelQ2K>(a, p_begin, p_end, n_rows);
+  }
+  if (w.type == GgmlType::Q3_K) {
+    return w.streamed ? k_loop<KPanelQ3KStream>(a, p_begin, p_end, n_rows)
+                      : k_loop<KPanelQ3K>(a, p_begin, p_end, n_rows);
+  }
   if (w.type == GgmlType::Q4_K) {
     return w.streamed ? k_loop<Q4KStream>(a, p_begin, p_end, n_rows)
                       : k_loop<Q4K>(a, p_begin, p_end, n_rows);

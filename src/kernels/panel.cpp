@@ -175,7 +175,6 @@ void zero_row(GgmlType t, size_t n_in, uint8_t* dst) {
 }  // namespace
 
 bool panel_supported(GgmlType type) {
-  if (type == GgmlType::Q2_K || type == GgmlType::Q3_K) return active_isa() >= Isa::avx512;
   if (is_k_panel(type)) return active_isa() >= Isa::avx2;
   return packable(type) && active_isa() >= Isa::avx512;
 }

@@ -76,7 +76,6 @@ struct PanelMatrix {
 
 inline namespace LIFT_TARGET_NS {
 // The integer panels: Q8_0, Q4_0, Q5_0 and IQ4_NL (q8_0 activations), Q2_K to Q6_K (q8_k).
-// Q2_K and Q3_K panels have AVX-512 kernels only (panel_supported).
 inline bool is_k_panel(GgmlType t) {
   return t == GgmlType::Q2_K || t == GgmlType::Q3_K || t == GgmlType::Q4_K || t == GgmlType::Q5_K ||
          t == GgmlType::Q6_K;
