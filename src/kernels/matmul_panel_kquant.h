@@ -59,8 +59,12 @@ using KPanelQ3K = KPanelLayout<GgmlType::Q3_K, 16, 384, 0, 0, 256, false, 192, 1
 using KPanelQ4KStream = KPanelLayout<GgmlType::Q4_K, 8, 0, 64, 192, 320, true>;
 using KPanelQ5KStream = KPanelLayout<GgmlType::Q5_K, 8, 576, 64, 192, 320, true, 320, 320>;
 using KPanelQ6KStream = KPanelLayout<GgmlType::Q6_K, 16, 0, 64, 0, 320, true, 192>;
+// Q3_K: d, 32 bytes of padding, scales, then per pair of sub-blocks (2m, 2m + 1) three code
+// vectors (kHighOff 0): byte t of vector i < 3 holds quad i's u = q + 4 of sub-block 2m in bits
+// 0-2 and of 2m + 1 in bits 3-5; quad 3's u of 2m in bits 6-7 of vector 0 (bits 0-1) and bit 6
+// of vector 1 (bit 2), of 2m + 1 in bit 7 of vector 1 (bit 0) and bits 6-7 of vector 2.
 using KPanelQ2KStream = KPanelLayout<GgmlType::Q2_K, 16, 0, 64, 64, 320, true, 64>;
-using KPanelQ3KStream = KPanelLayout<GgmlType::Q3_K, 16, 448, 64, 0, 320, true, 192, 192>;
+using KPanelQ3KStream = KPanelLayout<GgmlType::Q3_K, 16, 0, 64, 0, 320, true, 192>;
 
 inline constexpr size_t kQ8KQsOff = offsetof(BlockQ8_K, qs);
 inline constexpr size_t kQ8KBsumsOff = offsetof(BlockQ8_K, bsums);

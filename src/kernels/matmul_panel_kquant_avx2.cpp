@@ -186,13 +186,41 @@ inline void q2_sub_block(const uint8_t* blk, const uint8_t* const* xb, size_t k,
       xb, k, sc, [&]<int J>(int h) { return _mm256_and_si256(shift16<-2 * J>(v[h]), m2); }, sumi);
 }
 
-// Q3_K sub-block k: codes u = q + 4 (0..7), the low two bits as Q2_K's in the vector at
-// kCodeOff + (k / 2) kCodeStride + (k % 2) 64, the third bit of quad j in bit 4 (k % 2) + j of
-// the pair's vector at kHighOff (the offset comes off in q_bias).
+// Q3_K sub-block k: codes u = q + 4 (0..7; the offset comes off in q_bias). Split: the low two
+// bits as Q2_K's in the vector at kCodeOff + (k / 2) kCodeStride + (k % 2) 64, the third bit of
+// quad j in bit 4 (k % 2) + j of the pair's vector at kHighOff. Streamed: the pair's three
+// vectors (matmul_panel_kquant.h), each field shifted down to bit 0 and masked.
 template <class W, int R, int H>
 inline void q3_sub_block(const uint8_t* blk, const uint8_t* const* xb, size_t k, int h0,
                          __m256i (&sumi)[R][H]) {
   const __m256i m2 = _mm256_set1_epi8(0x03), m4 = _mm256_set1_epi8(0x04);
+  if constexpr (W::kInline) {
+    const bool second = k % 2 != 0;
+    const __m256i m7 = _mm256_set1_epi8(0x07), m1 = _mm256_set1_epi8(0x01);
+    const __m256i m6 = _mm256_set1_epi8(0x06);
+    __m256i q[4][H], sc[H];
+    for (int h = 0; h < H; ++h) {
+      const uint8_t* p = blk + W::kCodeOff + k / 2 * W::kCodeStride + 32 * (h0 + h);
+      const __m256i v0 = load(p), v1 = load(p + 64), v2 = load(p + 128);
+      if (second) {
+        q[0][h] = _mm256_and_si256(_mm256_srli_epi16(v0, 3), m7);
+        q[1][h] = _mm256_and_si256(_mm256_srli_epi16(v1, 3), m7);
+        q[2][h] = _mm256_and_si256(_mm256_srli_epi16(v2, 3), m7);
+        q[3][h] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v1, 7), m1),
+                                  _mm256_and_si256(_mm256_srli_epi16(v2, 5), m6));
+      } else {
+        q[0][h] = _mm256_and_si256(v0, m7);
+        q[1][h] = _mm256_and_si256(v1, m7);
+        q[2][h] = _mm256_and_si256(v2, m7);
+        q[3][h] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v0, 6), m2),
+                                  _mm256_and_si256(_mm256_srli_epi16(v1, 4), m4));
+      }
+      sc[h] = scale_pairs<true>(blk + W::kScOff + 16 * k, h0 + h);
+    }
+    small_code_sub_block<R, H>(
+        xb, k, sc, [&]<int J>(int h) { return q[J][h]; }, sumi);
+    return;
+  }
   __m256i lo[H], hv[H], sc[H];
   for (int h = 0; h < H; ++h) {
     lo[h] = load(blk + W::kCodeOff + k / 2 * W::kCodeStride + k % 2 * 64 + 32 * (h0 + h));

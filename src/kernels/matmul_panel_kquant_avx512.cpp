@@ -1,10 +1,10 @@
-// AVX-512 VNNI products of K-quant panels (Q4_K, Q5_K, Q6_K; layouts in panel.h) with Q8_K
+// AVX-512 VNNI products of K-quant panels (Q2_K to Q6_K; layouts in panel.h) with Q8_K
 // activation rows. Lanes are output rows. Per output and super-block, in this fixed order:
-//   Q4_K/Q5_K: summ = sum_k m_k * xsum_k            (vpmaddwd over int16 pairs of sub-blocks)
+//   Q2_K/Q4_K/Q5_K: summ = sum_k m_k * xsum_k            (vpmaddwd over int16 pairs of sub-blocks)
 //         acc  = fma(-float(summ), dmin_w * d_x, acc)
 //         sumi = sum_k sc_k * dot_k            (dot_k: vpdpbusd of u8 codes with i8 x)
 //         acc  = fma(float(sumi), d_w * d_x, acc)
-//   Q6_K: sumi = sum_k sc_k * (dot_k - 32 * xsum_k)   (codes stored as q + 32)
+//   Q3_K/Q6_K: sumi = sum_k sc_k * (dot_k - o * xsum_k)   (codes stored as q + o, o = 4, 32)
 //         acc  = fma(float(sumi), d_w * d_x, acc)
 // Every integer is exact, so the tile shape (C panels x R rows) never changes a result.
 #include <immintrin.h>
@@ -269,6 +269,43 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
           lo[c] = _mm512_load_si512(blk[c] + W::kCodeOff + k * W::kCodeStride);
         }
         small_code_dots<R, C>(dot, xb, k, [&]<int J>(int c) { return bit_pair<J>(lo[c]); });
+      } else if constexpr (W::kType == GgmlType::Q3_K && W::kInline) {
+        // Q3_K streamed (matmul_panel_kquant.h): the pair's first sub-block's codes u (q + 4) in
+        // bits 0-2, the second's as 8 u in bits 3-5, the last quad of each from bits 6-7 of the
+        // three vectors. The offset comes off up front (-4 * xsum_k, 8 times that for 8 u).
+        const bool second = k % 2 != 0;
+        for (int r = 0; r < R; ++r) {
+          const __m512i bias = _mm512_set1_epi32(offsets[r][k] * (second ? 8 : 1));
+          for (int c = 0; c < C; ++c) dot[r][c] = bias;
+        }
+        const __m512i code = _mm512_set1_epi8(static_cast<char>(second ? 0x38 : 0x07));
+        const __m512i pick = _mm512_set1_epi8(static_cast<char>(second ? 0x08 : 0x03));
+        __m512i v[3][C], last[C];
+        for (int c = 0; c < C; ++c) {
+          const uint8_t* p = blk[c] + W::kCodeOff + k / 2 * W::kCodeStride;
+          for (int i = 0; i < 3; ++i) v[i][c] = _mm512_load_si512(p + 64 * i);
+          // The last quad: first sub-block's bits 0-1 from v0's 6-7 and bit 2 from v1's 6;
+          // the second's bit 3 from v1's 7 and bits 4-5 from v2's 6-7 (0xCA: first ? second :
+          // third; the mask clears what the 16-bit shifts carried in from the next byte).
+          const __m512i s1 = _mm512_srli_epi16(v[1][c], 4);
+          const __m512i t =
+              second ? _mm512_ternarylogic_epi32(pick, s1, _mm512_srli_epi16(v[2][c], 2), 0xCA)
+                     : _mm512_ternarylogic_epi32(pick, _mm512_srli_epi16(v[0][c], 6), s1, 0xCA);
+          last[c] = _mm512_and_si512(t, code);
+        }
+        small_code_dots<R, C>(dot, xb, k, [&]<int J>(int c) {
+          if constexpr (J == 3) {
+            return last[c];
+          } else {
+            return _mm512_and_si512(v[J][c], code);
+          }
+        });
+        if (second) {
+          // 8 times the dot: exact, so the shift gives it back.
+          for (auto& row : dot) {
+            for (auto& d : row) d = _mm512_srai_epi32(d, 3);
+          }
+        }
       } else if constexpr (W::kType == GgmlType::Q3_K) {
         // Q3_K: codes u = q + 4, the offset taken out up front as -4 * xsum_k. Sub-block k's
         // third bits are bits 4 (k % 2) + j of its pair's vector.

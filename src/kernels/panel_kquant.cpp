@@ -82,11 +82,31 @@ inline uint8_t bit_pairs(const int8_t* q, int bias) {
   return static_cast<uint8_t>(v);
 }
 
-// Q3_K: per pair of sub-blocks the low two bits of each and their third bits together.
+// Q3_K: per pair of sub-blocks the low two bits of each and their third bits together (split),
+// or both sub-blocks' codes in three vectors (streamed; matmul_panel_kquant.h).
 template <class W>
 void pack_q3_k(const BlockQ3_K& b, size_t lane, uint8_t* blk, uint8_t* scales) {
   KCodes c;
   k_codes(b, c);
+  if constexpr (W::kInline) {
+    for (size_t m = 0; m < 8; ++m) {
+      uint8_t* codes = blk + W::kCodeOff + m * W::kCodeStride;
+      for (size_t t = 0; t < 4; ++t) {
+        unsigned u0[4], u1[4];  // u = q + 4 of quad j's element t, sub-blocks 2m and 2m + 1
+        for (size_t j = 0; j < 4; ++j) {
+          u0[j] = static_cast<unsigned>(c.q[32 * m + 4 * j + t] + 4);
+          u1[j] = static_cast<unsigned>(c.q[32 * m + 16 + 4 * j + t] + 4);
+        }
+        const unsigned top[3] = {u0[3] & 3, (u0[3] >> 2) | (u1[3] & 1) << 1, u1[3] >> 1};
+        for (size_t i = 0; i < 3; ++i) {
+          at(codes, i, lane, t) = static_cast<uint8_t>(u0[i] | u1[i] << 3 | top[i] << 6);
+        }
+      }
+    }
+    for (size_t k = 0; k < 16; ++k) blk[W::kScOff + 16 * k + lane] = static_cast<uint8_t>(c.sc[k]);
+    std::memcpy(scales + 2 * lane, &b.d, 2);
+    return;
+  }
   for (size_t k = 0; k < 16; ++k) {
     uint8_t* low = blk + W::kCodeOff + k / 2 * W::kCodeStride + k % 2 * 64;
     uint8_t* high = blk + W::kHighOff + k / 2 * W::kHighStride;
