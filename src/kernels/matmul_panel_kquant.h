@@ -50,14 +50,17 @@ using KPanelQ6K = KPanelLayout<GgmlType::Q6_K, 16, 2048, 3072, 0>;
 // byte (scale in the low nibble), in int16-pair order (kScOff = kMinOff).
 using KPanelQ2K = KPanelLayout<GgmlType::Q2_K, 16, 0, 1024, 1024, 0, false, 64>;
 using KPanelQ3K = KPanelLayout<GgmlType::Q3_K, 16, 384, 0, 0, 256, false, 192, 192>;
-// The streamed layouts (PanelMatrix::streamed). Q4_K: d, dmin, scales, mins, then the codes;
-// Q5_K the same with each sub-block's 5th bits after its codes.
+// The streamed layouts (PanelMatrix::streamed). Q4_K: d, dmin, scales, mins, then the codes.
+// Q5_K: the same, with each sub-block's codes as five vectors (kHighOff 0): byte t of vector
+// i < 5 holds quad i's code u (0..31) in bits 0-4 and three bits of quads 5-7's in bits 5-7:
+// quad 5's bits 0-2 in vector 0, 3-4 in vector 1 (bits 5-6); quad 6's likewise in vectors 2
+// and 3; quad 7's bit 0 in bit 7 of vector 1, bit 1 in bit 7 of vector 3, bits 2-4 in vector 4.
 // Q6_K: d, 32 bytes of padding, scales, then per sub-block three code vectors (kHighOff 0):
 // byte t of vector i holds 4 u_i (u = q + 32 of quad i's element t) in bits 2..7 and two bits of
 // u_3 in bits 0..1 (bits 2i..2i+1 of u_3), so quads 0-2 are one mask each and quad 3 three
 // shifts and two bit selects (split: two nibble vectors and a plane of high bit pairs).
 using KPanelQ4KStream = KPanelLayout<GgmlType::Q4_K, 8, 0, 64, 192, 320, true>;
-using KPanelQ5KStream = KPanelLayout<GgmlType::Q5_K, 8, 576, 64, 192, 320, true, 320, 320>;
+using KPanelQ5KStream = KPanelLayout<GgmlType::Q5_K, 8, 0, 64, 192, 320, true, 320>;
 using KPanelQ6KStream = KPanelLayout<GgmlType::Q6_K, 16, 0, 64, 0, 320, true, 192>;
 // Q3_K: d, 32 bytes of padding, scales, then per pair of sub-blocks (2m, 2m + 1) three code
 // vectors (kHighOff 0): byte t of vector i < 3 holds quad i's u = q + 4 of sub-block 2m in bits

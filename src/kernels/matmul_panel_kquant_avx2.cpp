@@ -89,13 +89,36 @@ using Q6KStream = KPanelQ6KStream;
 using Q5K = KPanelQ5K;
 using Q6K = KPanelQ6K;
 
+// Streamed Q5_K's quads V and V + 4 of sub-block k for lanes [8 (h0 + h), +8): quads 0-4 are
+// the low five bits of the five vectors, 5-7 gathered from their top three bits
+// (matmul_panel_kquant.h); each field is shifted down and masked, so no bit crosses a byte.
+template <class W, int V>
+inline void q5_stream_quads(const uint8_t* blk, size_t k, int h, __m256i& lo, __m256i& hi) {
+  const uint8_t* p = blk + W::kCodeOff + k * W::kCodeStride + 32 * h;
+  const __m256i m5 = _mm256_set1_epi8(0x1F);
+  auto field = [](__m256i v, int shift, int mask) {
+    return _mm256_and_si256(_mm256_srli_epi16(v, shift), _mm256_set1_epi8(static_cast<char>(mask)));
+  };
+  lo = _mm256_and_si256(load(p + 64 * V), m5);
+  if constexpr (V == 0) {
+    hi = _mm256_and_si256(load(p + 256), m5);
+  } else if constexpr (V < 3) {
+    const int i = 2 * (V - 1);  // quad 5: vectors 0 and 1; quad 6: 2 and 3
+    hi = _mm256_or_si256(field(load(p + 64 * i), 5, 0x07), field(load(p + 64 * i + 64), 2, 0x18));
+  } else {
+    hi = _mm256_or_si256(
+        _mm256_or_si256(field(load(p + 64), 7, 0x01), field(load(p + 192), 6, 0x02)),
+        field(load(p + 256), 3, 0x1C));
+  }
+}
+
 // Q4_K/Q5_K sub-block k: vectors 4k..4k+3; byte (v, lane, t) holds element 32k + 4v + t in its
-// low nibble and element 32k + 16 + 4v + t in its high one (Q5_K: 5th bits in the plane at
-// kHighOff, bit v for the low quad, bit v + 4 for the high one).
+// low nibble and element 32k + 16 + 4v + t in its high one (split Q5_K: 5th bits in the plane
+// at kHighOff, bit v for the low quad, bit v + 4 for the high one; streamed: q5_stream_quads).
 template <class W, int R, int H>
 inline void affine_sub_block(const uint8_t* blk, const uint8_t* const* xb, size_t k, int h0,
                              __m256i (&sumi)[R][H]) {
-  constexpr bool kQ5 = W::kHighOff != 0;
+  constexpr bool kQ5 = W::kType == GgmlType::Q5_K;
   constexpr int kWidenEvery = kQ5 ? 2 : 4;  // vectors (two quads each) per widening
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256i sc[H];
@@ -104,6 +127,10 @@ inline void affine_sub_block(const uint8_t* blk, const uint8_t* const* xb, size_
   auto quads = [&]<int V>() {
     __m256i lo[H], hi[H];
     for (int h = 0; h < H; ++h) {
+      if constexpr (kQ5 && W::kInline) {
+        q5_stream_quads<W, V>(blk, k, h0 + h, lo[h], hi[h]);
+        continue;
+      }
       const __m256i raw = load(blk + W::kCodeOff + k * W::kCodeStride + V * 64 + 32 * (h0 + h));
       lo[h] = _mm256_and_si256(raw, m4);
       hi[h] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);

@@ -99,7 +99,9 @@ struct Layout : W {
 // split layout's: sumi at most 2^29 in magnitude (16 sub-blocks x 16 elements x |4q| <= 128 x
 // |x| <= 128 x |sc| <= 128), exact in int32.
 template <class W>
-constexpr bool kCodeTimes4 = W::kType == GgmlType::Q6_K&& W::kInline;
+constexpr bool code_times4() {
+  return W::kType == GgmlType::Q6_K && W::kInline;
+}
 
 template <class W, int C, int R>
 void k_tile(const KArgs& a, size_t p0, size_t r0) {
@@ -170,7 +172,7 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
     alignas(64) int32_t offsets[W::kHasMin ? 1 : R][16];
     if constexpr (!W::kHasMin) {
       // Codes stored as q + 4 (Q3_K), q + 32 (Q6_K split) or 4 (q + 32) (Q6_K streamed).
-      constexpr int kShift = W::kType == GgmlType::Q3_K ? 2 : kCodeTimes4<W> ? 7 : 5;
+      constexpr int kShift = W::kType == GgmlType::Q3_K ? 2 : code_times4<W>() ? 7 : 5;
       for (int r = 0; r < R; ++r) {
         const __m512i sums = _mm512_cvtepi16_epi32(
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[r] + kQ8KBsumsOff)));
@@ -193,7 +195,67 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
         }
       }
       __m512i dot[R][C];
-      if constexpr (W::kSubs == 8 && W::kHighOff == 0 && R == 1) {
+      if constexpr (W::kType == GgmlType::Q5_K && W::kInline) {
+        // Q5_K streamed: quads 0-4 one mask each, quads 5-7 from the top three bits of the five
+        // vectors (matmul_panel_kquant.h): two or three shifts, one or two bit selects (0xCA:
+        // first ? second : third) and a mask, which also clears what the 16-bit shifts carried
+        // in from the next byte. 19 operations per sub-block where nibbles and 5th bits took 40.
+        // One row: even and odd quads in two chains (the sum is exact either way).
+        __m512i odd[R][C];
+        for (int r = 0; r < R; ++r) {
+          for (int c = 0; c < C; ++c) dot[r][c] = odd[r][c] = _mm512_setzero_si512();
+        }
+        const __m512i m5 = _mm512_set1_epi8(0x1F);
+        __m512i v[5][C];
+        for (int c = 0; c < C; ++c) {
+          for (int i = 0; i < 5; ++i) {
+            v[i][c] = _mm512_load_si512(blk[c] + W::kCodeOff + k * W::kCodeStride + 64 * i);
+          }
+        }
+        auto quad = [&]<int J>(int c) {
+          if constexpr (J < 5) {
+            return _mm512_and_si512(v[J][c], m5);
+          } else if constexpr (J < 7) {
+            constexpr int i = 2 * (J - 5);  // quad 5: vectors 0 and 1; quad 6: 2 and 3
+            return _mm512_and_si512(
+                _mm512_ternarylogic_epi32(_mm512_set1_epi8(0x07), _mm512_srli_epi16(v[i][c], 5),
+                                          _mm512_srli_epi16(v[i + 1][c], 2), 0xCA),
+                m5);
+          } else {
+            const __m512i low2 =
+                _mm512_ternarylogic_epi32(_mm512_set1_epi8(0x01), _mm512_srli_epi16(v[1][c], 7),
+                                          _mm512_srli_epi16(v[3][c], 6), 0xCA);
+            return _mm512_and_si512(_mm512_ternarylogic_epi32(_mm512_set1_epi8(0x03), low2,
+                                                              _mm512_srli_epi16(v[4][c], 3), 0xCA),
+                                    m5);
+          }
+        };
+        auto step = [&]<int J>() {
+          __m512i q[C];
+          for (int c = 0; c < C; ++c) q[c] = quad.template operator()<J>(c);
+          for (int r = 0; r < R; ++r) {
+            const __m512i x = bcast32(xb[r] + kQsOff + 32 * k + 4 * static_cast<size_t>(J));
+            for (int c = 0; c < C; ++c) {
+              if constexpr (R == 1 && J % 2 != 0) {
+                odd[r][c] = _mm512_dpbusd_epi32(odd[r][c], q[c], x);
+              } else {
+                dot[r][c] = _mm512_dpbusd_epi32(dot[r][c], q[c], x);
+              }
+            }
+          }
+        };
+        step.template operator()<0>();
+        step.template operator()<1>();
+        step.template operator()<2>();
+        step.template operator()<3>();
+        step.template operator()<4>();
+        step.template operator()<5>();
+        step.template operator()<6>();
+        step.template operator()<7>();
+        if constexpr (R == 1) {
+          for (int c = 0; c < C; ++c) dot[0][c] = _mm512_add_epi32(dot[0][c], odd[0][c]);
+        }
+      } else if constexpr (W::kType == GgmlType::Q4_K && R == 1) {
         // Q4_K, one row: the high nibbles are used in place, as 16 times the code (one mask, no
         // shift), in a second chain whose sum is 16 times theirs: exact, so dot = lo + hi / 16.
         // Two chains of 4 instead of one of 8 as well. Compute only (weights in L3, one thread):
@@ -416,7 +478,7 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
       const __m512 d = half16(ps[c] + b * W::kScaleStride);
       for (int r = 0; r < R; ++r) {
         // Four times the codes made four times the sum: exact, so the shift gives it back.
-        if constexpr (kCodeTimes4<W>) sumi[r][c] = _mm512_srai_epi32(sumi[r][c], 2);
+        if constexpr (code_times4<W>()) sumi[r][c] = _mm512_srai_epi32(sumi[r][c], 2);
         acc[r][c] =
             _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[r][c]), _mm512_mul_ps(d, dx[r]), acc[r][c]);
       }

@@ -50,16 +50,16 @@ inline constexpr size_t kPanelRows = 16;
 //  * Streamed layouts (PanelMatrix::streamed; the ones packed unless AMX's K-panel kernels
 //    will read them): Q8_0 / Q4_0 blocks in pairs, each pair's 2 x 16 f16 scales, then its
 //    two blocks' codes as above. Q4_K each block d [16], dmin [16], scales [8][16], mins
-//    [4][16][2], then the codes as above (Q5_K: each sub-block's 5th bits after its codes).
-//    Q6_K d [16], 32 bytes of padding, scales [16][16], then per sub-block three code vectors
-//    [3][16][4] (byte t of vector i: 4 u_i above two bits of u_3; matmul_panel_kquant.h). Q3_K d
-//    [16], 32 bytes of padding, scales, then per pair of sub-blocks three code vectors (both
-//    sub-blocks' codes; matmul_panel_kquant.h); Q2_K d [16], dmin [16], the scale bytes, then
-//    the codes (1,344 bytes, as stored). A panel is then read in ascending order, one stream, and
-//    decode tiles take one panel and ask for the lines kStreamAhead on. One thread of 1.1B Q4_K
-//    decode read 70-76% of a one-thread probe's bandwidth with the split layout and 4-panel decode
-//    tiles, 84-95% with this (Zen 4, before the software prefetch, which Zen 5 needs: see
-//    prefetch_ahead).
+//    [4][16][2], then the codes as above (Q5_K: each sub-block's codes as five vectors of 5-bit
+//    fields; matmul_panel_kquant.h). Q6_K d [16], 32 bytes of padding, scales [16][16], then per
+//    sub-block three code vectors [3][16][4] (byte t of vector i: 4 u_i above two bits of u_3;
+//    matmul_panel_kquant.h). Q3_K d [16], 32 bytes of padding, scales, then per pair of sub-blocks
+//    three code vectors (both sub-blocks' codes; matmul_panel_kquant.h); Q2_K d [16], dmin [16],
+//    the scale bytes, then the codes (1,344 bytes, as stored). A panel is then read in ascending
+//    order, one stream, and decode tiles take one panel and ask for the lines kStreamAhead on. One
+//    thread of 1.1B Q4_K decode read 70-76% of a one-thread probe's bandwidth with the split layout
+//    and 4-panel decode tiles, 84-95% with this (Zen 4, before the software prefetch, which Zen 5
+//    needs: see prefetch_ahead).
 // Panels start `panel_bytes` apart, 64-byte aligned.
 struct PanelMatrix {
   GgmlType type = GgmlType::F32;

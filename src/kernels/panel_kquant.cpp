@@ -18,6 +18,10 @@ inline uint8_t& at(uint8_t* base, size_t v, size_t lane, size_t t) {
   return base[v * 64 + lane * 4 + t];
 }
 
+// Streamed Q5_K: five code vectors per sub-block (matmul_panel_kquant.h).
+template <class W>
+constexpr bool kFiveVectors = W::kType == GgmlType::Q5_K&& W::kInline;
+
 // Writes lane `lane` of one block in layout W (matmul_panel_kquant.h, the offsets the kernels
 // read): Q4_K/Q5_K's nibbles (low: element 32k + 4v + t, high: 32k + 16 + 4v + t), Q5_K's 5th
 // bits, the sub-block scales, the mins in int16-pair order, d and dmin.
@@ -27,7 +31,16 @@ void pack_affine(const Block& b, size_t lane, uint8_t* blk, uint8_t* scales) {
   k_codes(b, c);
   for (size_t k = 0; k < 8; ++k) {
     uint8_t* codes = blk + W::kCodeOff + k * W::kCodeStride;
-    for (size_t v = 0; v < 4; ++v) {
+    for (size_t t = 0; t < 4 && kFiveVectors<W>; ++t) {
+      unsigned u[8];  // quad j's element t: 32k + 4j + t
+      for (size_t j = 0; j < 8; ++j) u[j] = static_cast<unsigned>(c.q[32 * k + 4 * j + t]);
+      const unsigned top[5] = {u[5] & 7, (u[5] >> 3) | (u[7] & 1) << 2, u[6] & 7,
+                               (u[6] >> 3) | ((u[7] >> 1) & 1) << 2, u[7] >> 2};
+      for (size_t i = 0; i < 5; ++i) {
+        at(codes, i, lane, t) = static_cast<uint8_t>(u[i] | top[i] << 5);
+      }
+    }
+    for (size_t v = 0; v < 4 && !kFiveVectors<W>; ++v) {
       for (size_t t = 0; t < 4; ++t) {
         const auto lo = static_cast<uint8_t>(c.q[32 * k + 4 * v + t]);
         const auto hi = static_cast<uint8_t>(c.q[32 * k + 16 + 4 * v + t]);
