@@ -73,6 +73,29 @@ inline constexpr size_t kQ8KQsOff = offsetof(BlockQ8_K, qs);
 inline constexpr size_t kQ8KBsumsOff = offsetof(BlockQ8_K, bsums);
 
 inline namespace LIFT_TARGET_NS {
+// Calls fn.template operator()<W>() with the layout W that w's panels were packed in.
+template <class Fn>
+inline void with_k_layout(const PanelView& w, Fn&& fn) {
+  auto as = [&]<class Split, class Stream>() {
+    if (w.streamed) return fn.template operator()<Stream>();
+    fn.template operator()<Split>();
+  };
+  switch (w.type) {
+    case GgmlType::Q2_K:
+      return as.template operator()<KPanelQ2K, KPanelQ2KStream>();
+    case GgmlType::Q3_K:
+      return as.template operator()<KPanelQ3K, KPanelQ3KStream>();
+    case GgmlType::Q4_K:
+      return as.template operator()<KPanelQ4K, KPanelQ4KStream>();
+    case GgmlType::Q5_K:
+      return as.template operator()<KPanelQ5K, KPanelQ5KStream>();
+    case GgmlType::Q6_K:
+      return as.template operator()<KPanelQ6K, KPanelQ6KStream>();
+    default:
+      return;
+  }
+}
+
 // A panel's first d (and dmin) in layout W, its nb blocks from pw on.
 template <class W>
 inline const uint8_t* k_scales(const uint8_t* pw, size_t nb) {

@@ -82,13 +82,7 @@ inline void store_lanes(const KArgs& a, size_t o, size_t r, __m256 v) {
 
 // Per format (matmul_panel_kquant.h's layouts): sub-block k's sc_k * dot_k goes into sumi for
 // each row and half, H halves from h0 (the whole panel, H = 2, or one half).
-using Q4K = KPanelQ4K;
-using Q4KStream = KPanelQ4KStream;
-using Q5KStream = KPanelQ5KStream;
-using Q6KStream = KPanelQ6KStream;
-using Q5K = KPanelQ5K;
-using Q6K = KPanelQ6K;
-
+//
 // Streamed Q5_K's quads V and V + 4 of sub-block k for lanes [8 (h0 + h), +8): quads 0-4 are
 // the low five bits of the five vectors, 5-7 gathered from their top three bits
 // (matmul_panel_kquant.h); each field is shifted down and masked, so no bit crosses a byte.
@@ -475,26 +469,7 @@ void matmul_k_panels_avx2(const PanelView& w, const uint8_t* act, size_t act_str
   const KArgs a{w, act, act_stride, w.n_in / kKBlock, y, ldy, o_end};
   const size_t p_begin = o_begin / kPanelRows;
   const size_t p_end = (o_end + kPanelRows - 1) / kPanelRows;
-  if (w.type == GgmlType::Q2_K) {
-    return w.streamed ? k_loop<KPanelQ2KStream>(a, p_begin, p_end, n_rows)
-                      : k_loop<KPanelQ2K>(a, p_begin, p_end, n_rows);
-  }
-  if (w.type == GgmlType::Q3_K) {
-    return w.streamed ? k_loop<KPanelQ3KStream>(a, p_begin, p_end, n_rows)
-                      : k_loop<KPanelQ3K>(a, p_begin, p_end, n_rows);
-  }
-  if (w.type == GgmlType::Q4_K) {
-    return w.streamed ? k_loop<Q4KStream>(a, p_begin, p_end, n_rows)
-                      : k_loop<Q4K>(a, p_begin, p_end, n_rows);
-  }
-  if (w.type == GgmlType::Q5_K) {
-    return w.streamed ? k_loop<Q5KStream>(a, p_begin, p_end, n_rows)
-                      : k_loop<Q5K>(a, p_begin, p_end, n_rows);
-  }
-  if (w.type == GgmlType::Q6_K) {
-    return w.streamed ? k_loop<Q6KStream>(a, p_begin, p_end, n_rows)
-                      : k_loop<Q6K>(a, p_begin, p_end, n_rows);
-  }
+  with_k_layout(w, [&]<class W>() { k_loop<W>(a, p_begin, p_end, n_rows); });
 }
 
 }  // namespace lift::kernels::detail

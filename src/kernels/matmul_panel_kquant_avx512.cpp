@@ -529,13 +529,6 @@ void k_loop(const KArgs& a, size_t p_begin, size_t p_end, size_t n_rows) {
   }
 }
 
-// k_loop in the format's streamed or split layout, whichever the panels were packed in.
-template <class Split, class Stream>
-void k_loop_as(const KArgs& a, size_t p_begin, size_t p_end, size_t n_rows) {
-  if (a.w.streamed) return k_loop<Layout<Stream>>(a, p_begin, p_end, n_rows);
-  k_loop<Layout<Split>>(a, p_begin, p_end, n_rows);
-}
-
 }  // namespace
 
 void matmul_k_panels_avx512(const PanelView& w, const uint8_t* act, size_t act_stride,
@@ -543,20 +536,7 @@ void matmul_k_panels_avx512(const PanelView& w, const uint8_t* act, size_t act_s
   const KArgs a{w, act, act_stride, w.n_in / kKBlock, y, ldy, o_end};
   const size_t p_begin = o_begin / kPanelRows;
   const size_t p_end = (o_end + kPanelRows - 1) / kPanelRows;
-  switch (w.type) {
-    case GgmlType::Q2_K:
-      return k_loop_as<KPanelQ2K, KPanelQ2KStream>(a, p_begin, p_end, n_rows);
-    case GgmlType::Q3_K:
-      return k_loop_as<KPanelQ3K, KPanelQ3KStream>(a, p_begin, p_end, n_rows);
-    case GgmlType::Q4_K:
-      return k_loop_as<KPanelQ4K, KPanelQ4KStream>(a, p_begin, p_end, n_rows);
-    case GgmlType::Q5_K:
-      return k_loop_as<KPanelQ5K, KPanelQ5KStream>(a, p_begin, p_end, n_rows);
-    case GgmlType::Q6_K:
-      return k_loop_as<KPanelQ6K, KPanelQ6KStream>(a, p_begin, p_end, n_rows);
-    default:
-      return;
-  }
+  with_k_layout(w, [&]<class W>() { k_loop<Layout<W>>(a, p_begin, p_end, n_rows); });
 }
 
 }  // namespace lift::kernels::detail
