@@ -17,13 +17,14 @@ struct MakeModelOptions {
   std::string out;
 };
 
-// A ggml type name, or Q4_K_M / Q5_K_M: that K type with llama-quantize's _M mix.
+// A ggml type name, or Q3_K_M / Q4_K_M / Q5_K_M: that K type with llama-quantize's _M mix.
 void parse_type(const std::string& s, SyntheticSpec& spec) {
-  const bool mix = s == "Q4_K_M" || s == "Q5_K_M";
+  const bool mix = s == "Q3_K_M" || s == "Q4_K_M" || s == "Q5_K_M";
   const std::string name = mix ? s.substr(0, 4) : s;
-  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
-                     GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q5_K,
-                     GgmlType::Q6_K}) {
+  for (GgmlType t :
+       {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
+        GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::IQ4_NL, GgmlType::Q2_K,
+        GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
     if (ggml_type_name(t) == name) {
       spec.type = t;
       spec.k_mix = mix;
@@ -31,8 +32,8 @@ void parse_type(const std::string& s, SyntheticSpec& spec) {
     }
   }
   throw Error("unknown weight type '" + s +
-              "' (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q4_K_M, "
-              "Q5_K_M)");
+              "' (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, "
+              "Q6_K, Q3_K_M, Q4_K_M, Q5_K_M)");
 }
 }  // namespace
 
@@ -47,8 +48,9 @@ Runner add_make_model(CLI::App& app) {
   c->add_option("--kv-heads", o->spec.n_kv_heads, "Key/value heads (GQA); 0 = heads");
   c->add_option("--ffn", o->spec.ffn, "Feed-forward width");
   c->add_option("--type", o->type,
-                "Type of every 2-D weight: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K "
-                "Q6_K, or the mixes Q4_K_M Q5_K_M (Q6_K output and some attn_v/ffn_down)");
+                "Type of every 2-D weight: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL Q2_K "
+                "Q3_K Q4_K Q5_K Q6_K, or llama-quantize's mixes Q3_K_M Q4_K_M Q5_K_M (Q6_K "
+                "output; more bits for some attn_v/ffn_down, Q3_K_M's attn_output)");
   c->add_flag("--tied", o->spec.tied, "Omit output.weight (tied to token_embd)");
   c->add_option("--seed", o->spec.seed, "Random seed");
   c->add_option("--residual-scale", o->spec.residual_scale,

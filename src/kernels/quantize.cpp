@@ -109,6 +109,23 @@ void q5_1(const float* x, BlockQ5_1& b) {
   pack_nibbles(q, b.qs);
 }
 
+// IQ4_NL: d = m / -127 (m the element of largest magnitude, which lands on the lowest level),
+// each element the nearest of the 16 levels to x / d (the first on ties).
+void iq4_nl(const float* x, BlockIQ4_NL& b) {
+  b.d = f32_to_f16(signed_absmax(x) / -127.0f);
+  const float d = f16_to_f32(b.d);
+  uint8_t q[kQBlock];
+  for (size_t e = 0; e < kQBlock; ++e) {
+    const float v = d != 0.0f ? x[e] / d : 0.0f;
+    uint8_t best = 0;
+    for (uint8_t i = 1; i < 16; ++i) {
+      if (std::fabs(v - kIq4NlLevels[i]) < std::fabs(v - kIq4NlLevels[best])) best = i;
+    }
+    q[e] = best;
+  }
+  pack_nibbles(q, b.qs);
+}
+
 template <typename Block, void (*Encode)(const float*, Block&)>
 void blocks(const float* x, void* dst, size_t n) {
   auto* out = static_cast<uint8_t*>(dst);
@@ -129,13 +146,14 @@ void super_blocks(const float* x, void* dst, size_t n) {
 
 void quantize_row(GgmlType t, const float* x, void* dst, size_t n) {
   const bool block_type = t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q4_1 ||
-                          t == GgmlType::Q5_0 || t == GgmlType::Q5_1;
+                          t == GgmlType::Q5_0 || t == GgmlType::Q5_1 || t == GgmlType::IQ4_NL;
   if (block_type && n % kQBlock != 0) {
     throw std::invalid_argument("quantize_row: " + std::to_string(n) +
                                 " elements is not a whole number of " +
                                 std::string(ggml_type_name(t)) + " blocks of 32");
   }
-  const bool k_type = t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
+  const bool k_type = t == GgmlType::Q2_K || t == GgmlType::Q3_K || t == GgmlType::Q4_K ||
+                      t == GgmlType::Q5_K || t == GgmlType::Q6_K;
   if (k_type && n % kKBlock != 0) {
     throw std::invalid_argument("quantize_row: " + std::to_string(n) +
                                 " elements is not a whole number of " +
@@ -164,6 +182,12 @@ void quantize_row(GgmlType t, const float* x, void* dst, size_t n) {
       return blocks<BlockQ5_0, q5_0>(x, dst, n);
     case GgmlType::Q5_1:
       return blocks<BlockQ5_1, q5_1>(x, dst, n);
+    case GgmlType::IQ4_NL:
+      return blocks<BlockIQ4_NL, iq4_nl>(x, dst, n);
+    case GgmlType::Q2_K:
+      return super_blocks<detail::quantize_q2_k, sizeof(BlockQ2_K)>(x, dst, n);
+    case GgmlType::Q3_K:
+      return super_blocks<detail::quantize_q3_k, sizeof(BlockQ3_K)>(x, dst, n);
     case GgmlType::Q4_K:
       return super_blocks<detail::quantize_q4_k, sizeof(BlockQ4_K)>(x, dst, n);
     case GgmlType::Q5_K:
@@ -173,8 +197,8 @@ void quantize_row(GgmlType t, const float* x, void* dst, size_t n) {
     default:
       throw std::invalid_argument(
           "quantize_row: cannot quantize to " + std::string(ggml_type_name(t)) +
-          " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, "
-          "Q6_K)");
+          " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, "
+          "Q4_K, Q5_K, Q6_K)");
   }
 }
 

@@ -5,7 +5,10 @@
 
 namespace lift::kernels::detail {
 
-// Each writes one block (144, 176 or 210 bytes, no alignment needed) encoding x[0..255].
+// Each writes one block (84, 110, 144, 176 or 210 bytes, no alignment needed) encoding
+// x[0..255].
+void quantize_q2_k(const float* x, uint8_t* dst);
+void quantize_q3_k(const float* x, uint8_t* dst);
 void quantize_q4_k(const float* x, uint8_t* dst);
 void quantize_q5_k(const float* x, uint8_t* dst);
 void quantize_q6_k(const float* x, uint8_t* dst);

@@ -105,8 +105,28 @@ bool k_mix_more_bits(int layer, int n_layers) {
   return layer < n_layers / 8 || layer >= 7 * n_layers / 8 || (layer - n_layers / 8) % 3 == 2;
 }
 
+GgmlType k_mix_type(GgmlType base, MixRole role, int layer, int n_layers) {
+  if (role == MixRole::output) return GgmlType::Q6_K;
+  if (base == GgmlType::Q3_K) {
+    switch (role) {
+      case MixRole::attn_v:
+        return layer < 2 ? GgmlType::Q5_K : GgmlType::Q4_K;
+      case MixRole::ffn_down:
+        return layer < n_layers / 16 ? GgmlType::Q5_K : GgmlType::Q4_K;
+      case MixRole::attn_output:
+        return GgmlType::Q4_K;
+      default:
+        return base;
+    }
+  }
+  const bool more = role == MixRole::attn_v || role == MixRole::ffn_down;
+  return more && k_mix_more_bits(layer, n_layers) ? GgmlType::Q6_K : base;
+}
+
 int synthetic_file_type(GgmlType t, bool k_mix) {
-  if (k_mix) return t == GgmlType::Q4_K ? 15 : t == GgmlType::Q5_K ? 17 : -1;
+  if (k_mix) {
+    return t == GgmlType::Q3_K ? 12 : t == GgmlType::Q4_K ? 15 : t == GgmlType::Q5_K ? 17 : -1;
+  }
   switch (t) {
     case GgmlType::F32:
       return 0;
@@ -124,7 +144,13 @@ int synthetic_file_type(GgmlType t, bool k_mix) {
       return 9;
     case GgmlType::BF16:
       return 32;
-    // Uniform K files have no ftype of their own; these are the nearest (_S, and Q6_K).
+    case GgmlType::IQ4_NL:
+      return 25;
+    // Uniform K files have no ftype of their own; these are the nearest (Q2_K, _S, Q6_K).
+    case GgmlType::Q2_K:
+      return 10;
+    case GgmlType::Q3_K:
+      return 11;
     case GgmlType::Q4_K:
       return 14;
     case GgmlType::Q5_K:
@@ -141,7 +167,8 @@ void write_synthetic_model(const SyntheticSpec& spec, const std::string& path) {
   check(file_type >= 0, "weight type " + std::string(ggml_type_name(spec.type)) +
                             (spec.k_mix ? " with the _M mix" : "") +
                             " is not supported (use F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, "
-                            "Q5_1, Q4_K, Q5_K or Q6_K; the _M mix with Q4_K or Q5_K)");
+                            "Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K or Q6_K; the _M mix with "
+                            "Q3_K, Q4_K or Q5_K)");
   check(spec.dim > 0 && spec.n_layers > 0 && spec.n_heads > 0 && spec.n_kv_heads > 0 &&
             spec.ffn > 0 && spec.context_length > 0,
         "dim, n_layers, n_heads, n_kv_heads, ffn and context_length must be positive");
@@ -205,11 +232,13 @@ void write_synthetic_model(const SyntheticSpec& spec, const std::string& path) {
   // Each weight tensor draws from its own seed, so its values do not depend on the others.
   uint64_t seed_state = spec.seed;
   // A matrix [ne1][ne0], or a stack of `stack` of them (experts).
-  auto weight = [&](const std::string& name, uint64_t ne0, uint64_t ne1, bool more_bits = false,
-                    float stddev = kWeightStd, uint64_t stack = 0,
-                    std::optional<GgmlType> type = std::nullopt) {
+  auto weight = [&](const std::string& name, uint64_t ne0, uint64_t ne1,
+                    MixRole role = MixRole::other, int layer = 0, float stddev = kWeightStd,
+                    uint64_t stack = 0, std::optional<GgmlType> type = std::nullopt) {
     const uint64_t tensor_seed = splitmix64(seed_state);
-    const GgmlType t = type ? *type : spec.k_mix && more_bits ? GgmlType::Q6_K : spec.type;
+    const GgmlType t = type         ? *type
+                       : spec.k_mix ? k_mix_type(spec.type, role, layer, spec.n_layers)
+                                    : spec.type;
     if (stack > 0) {
       w.add_tensor(name, t, {ne0, ne1, stack},
                    WeightFill{t, ne0, ne1 * stack, tensor_seed, stddev});
@@ -227,27 +256,27 @@ void write_synthetic_model(const SyntheticSpec& spec, const std::string& path) {
   weight("token_embd.weight", dim, n_vocab);
   for (int l = 0; l < spec.n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
-    const bool more_bits = k_mix_more_bits(l, spec.n_layers);
+    const float residual_std = kWeightStd * spec.residual_scale;
     norm(p + "attn_norm.weight");
     weight(p + "attn_q.weight", dim, dim);
     weight(p + "attn_k.weight", dim, kv_dim);
-    weight(p + "attn_v.weight", dim, kv_dim, more_bits);
-    weight(p + "attn_output.weight", dim, dim, false, kWeightStd * spec.residual_scale);
+    weight(p + "attn_v.weight", dim, kv_dim, MixRole::attn_v, l);
+    weight(p + "attn_output.weight", dim, dim, MixRole::attn_output, l, residual_std);
     norm(p + "ffn_norm.weight");
     if (spec.n_experts > 0) {
       const auto ne = static_cast<uint64_t>(spec.n_experts);
-      weight(p + "ffn_gate_inp.weight", dim, ne, false, kWeightStd, 0, GgmlType::F32);
-      weight(p + "ffn_gate_exps.weight", dim, ffn, false, kWeightStd, ne);
-      weight(p + "ffn_up_exps.weight", dim, ffn, false, kWeightStd, ne);
-      weight(p + "ffn_down_exps.weight", ffn, dim, more_bits, kWeightStd * spec.residual_scale, ne);
+      weight(p + "ffn_gate_inp.weight", dim, ne, MixRole::other, l, kWeightStd, 0, GgmlType::F32);
+      weight(p + "ffn_gate_exps.weight", dim, ffn, MixRole::other, l, kWeightStd, ne);
+      weight(p + "ffn_up_exps.weight", dim, ffn, MixRole::other, l, kWeightStd, ne);
+      weight(p + "ffn_down_exps.weight", ffn, dim, MixRole::ffn_down, l, residual_std, ne);
     } else {
       weight(p + "ffn_gate.weight", dim, ffn);
       weight(p + "ffn_up.weight", dim, ffn);
-      weight(p + "ffn_down.weight", ffn, dim, more_bits, kWeightStd * spec.residual_scale);
+      weight(p + "ffn_down.weight", ffn, dim, MixRole::ffn_down, l, residual_std);
     }
   }
   norm("output_norm.weight");
-  if (!spec.tied) weight("output.weight", dim, n_vocab, true);
+  if (!spec.tied) weight("output.weight", dim, n_vocab, MixRole::output);
 
   w.write(path);
 }

@@ -16,11 +16,12 @@ struct SyntheticSpec {
   int n_kv_heads = 12;
   int ffn = 2048;
   // Type of every 2-D weight, token_embd and output included: F32, F16, BF16, Q8_0, Q4_0, Q4_1,
-  // Q5_0, Q5_1, Q4_K, Q5_K or Q6_K. Norm weights are always F32 (all ones).
+  // Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K or Q6_K. Norm weights are always F32 (all ones).
   GgmlType type = GgmlType::Q8_0;
-  // llama-quantize's "_M" mix for a K type (Q4_K_M, Q5_K_M): output.weight, and attn_v and
-  // ffn_down of the first and last eighth of the layers and of every third layer between,
-  // become Q6_K.
+  // llama-quantize's "_M" mix for a K type (k_mix_type): Q4_K_M, Q5_K_M: output.weight, and
+  // attn_v and ffn_down of the first and last eighth of the layers and of every third layer
+  // between, become Q6_K. Q3_K_M: output.weight Q6_K; attn_output Q4_K; attn_v Q5_K in the
+  // first two layers, Q4_K after; ffn_down Q5_K in the first sixteenth, Q4_K after.
   bool k_mix = false;
   bool tied = false;  // no output.weight: the output projection reuses token_embd
   // Scales the spread of the residual branches' output projections (attn_output, ffn_down).
@@ -51,8 +52,13 @@ void write_synthetic_model(const SyntheticSpec& spec, const std::string& path);
 // _M mix when k_mix); -1 for types without one.
 int synthetic_file_type(GgmlType t, bool k_mix = false);
 
-// Whether llama-quantize's _M mixes give layer `layer` of n_layers more bits (Q6_K) for
-// attn_v and ffn_down.
+// Whether llama-quantize's Q4_K_M / Q5_K_M mixes give layer `layer` of n_layers more bits
+// (Q6_K) for attn_v and ffn_down.
 bool k_mix_more_bits(int layer, int n_layers);
+
+// The weights whose type an _M mix may change (every other one keeps the base type).
+enum class MixRole { other, attn_v, attn_output, ffn_down, output };
+// The type of a weight of `role` in layer `layer` of n_layers under base's _M mix.
+GgmlType k_mix_type(GgmlType base, MixRole role, int layer, int n_layers);
 
 }  // namespace lift

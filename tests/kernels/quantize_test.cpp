@@ -175,15 +175,18 @@ TEST(KernelQuantize, RoundTripErrorWithinBounds) {
   }
 }
 
-// K-quants: relative RMS errors of their bit widths on N(0, 0.02) weights; zeros stay zeros.
+// K-quants and IQ4_NL: relative RMS errors of their bit widths on N(0, 0.02) weights, decoded by
+// the independent decoders (dequantize_row); zeros stay zeros.
 TEST(KernelQuantize, KQuantRoundTrip) {
   std::mt19937 rng(77);
   std::normal_distribution<float> normal(0.0f, 0.02f);
   const size_t n = 256 * 16;
   std::vector<float> x(n);
   for (float& v : x) v = normal(rng);
-  const std::pair<GgmlType, double> types[] = {
-      {GgmlType::Q4_K, 0.12}, {GgmlType::Q5_K, 0.06}, {GgmlType::Q6_K, 0.03}};
+  // (Measured: Q2_K 0.33, Q3_K 0.15, IQ4_NL 0.079, Q4_K 0.079, Q5_K 0.038, Q6_K 0.019.)
+  const std::pair<GgmlType, double> types[] = {{GgmlType::Q2_K, 0.45},   {GgmlType::Q3_K, 0.22},
+                                               {GgmlType::IQ4_NL, 0.12}, {GgmlType::Q4_K, 0.12},
+                                               {GgmlType::Q5_K, 0.06},   {GgmlType::Q6_K, 0.03}};
   for (const auto& [t, ceiling] : types) {
     SCOPED_TRACE(ggml_type_name(t));
     const std::vector<float> y = roundtrip(t, x);
@@ -197,7 +200,8 @@ TEST(KernelQuantize, KQuantRoundTrip) {
   }
   // All-zero super-blocks decode to zeros.
   const std::vector<float> zeros(256, 0.0f);
-  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+  for (GgmlType t : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::IQ4_NL, GgmlType::Q4_K,
+                     GgmlType::Q5_K, GgmlType::Q6_K}) {
     EXPECT_EQ(roundtrip(t, zeros), zeros) << ggml_type_name(t);
   }
 }

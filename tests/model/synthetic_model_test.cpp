@@ -85,13 +85,39 @@ TEST(SyntheticModel, KMixTypesPerTensor) {
   }
 }
 
+// The Q3_K_M mix: Q6_K output; Q4_K attn_output; attn_v Q5_K in layers 0-1 and Q4_K after;
+// ffn_down Q5_K in the first sixteenth (layer 0 of 16), Q4_K after; Q3_K everywhere else.
+TEST(SyntheticModel, Q3KMixTypesPerTensor) {
+  SyntheticSpec s = tiny(GgmlType::Q3_K);
+  s.dim = 256;
+  s.ffn = 512;
+  s.n_layers = 16;
+  s.k_mix = true;
+  TempFile tmp("q3_k_m");
+  write_synthetic_model(s, tmp.path());
+  const gguf::File f = gguf::File::open(tmp.path());
+  EXPECT_EQ(f.get_int("general.file_type"), 12);
+  EXPECT_EQ(f.find_tensor("output.weight")->type, GgmlType::Q6_K);
+  EXPECT_EQ(f.find_tensor("token_embd.weight")->type, GgmlType::Q3_K);
+  for (int l = 0; l < 16; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    EXPECT_EQ(f.find_tensor(p + "attn_v.weight")->type, l < 2 ? GgmlType::Q5_K : GgmlType::Q4_K)
+        << l;
+    EXPECT_EQ(f.find_tensor(p + "ffn_down.weight")->type, l < 1 ? GgmlType::Q5_K : GgmlType::Q4_K)
+        << l;
+    EXPECT_EQ(f.find_tensor(p + "attn_output.weight")->type, GgmlType::Q4_K) << l;
+    EXPECT_EQ(f.find_tensor(p + "attn_q.weight")->type, GgmlType::Q3_K) << l;
+    EXPECT_EQ(f.find_tensor(p + "ffn_gate.weight")->type, GgmlType::Q3_K) << l;
+  }
+}
+
 TEST(SyntheticModel, TinyModelOfEveryTypeReadsBack) {
   const gguf::File vocab = gguf::File::open(test::model_path("stories260K/stories260K.gguf"));
   const auto vocab_tokens = vocab.get_string_array("tokenizer.ggml.tokens");
   ASSERT_TRUE(vocab_tokens);
   const uint64_t n_vocab = vocab_tokens->size();
   for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
-                     GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1}) {
+                     GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::IQ4_NL}) {
     SCOPED_TRACE(std::string(ggml_type_name(t)));
     const SyntheticSpec spec = tiny(t);
     TempFile tmp(std::string(ggml_type_name(t)));
@@ -234,8 +260,13 @@ TEST(SyntheticModel, RejectsInconsistentSpecs) {
   s = tiny(GgmlType::Q8_0);
   s.ffn = 100;
   EXPECT_NE(error_of(s).find("multiples of 32"), std::string::npos) << error_of(s);
-  s = tiny(GgmlType::IQ4_NL);
-  EXPECT_NE(error_of(s).find("IQ4_NL"), std::string::npos) << error_of(s);
+  s = tiny(GgmlType::IQ2_XXS);
+  EXPECT_NE(error_of(s).find("IQ2_XXS"), std::string::npos) << error_of(s);
+  s = tiny(GgmlType::Q6_K);  // no _M mix of Q6_K
+  s.dim = 256;
+  s.ffn = 512;
+  s.k_mix = true;
+  EXPECT_NE(error_of(s).find("_M mix"), std::string::npos) << error_of(s);
   s = tiny(GgmlType::Q4_K);  // K types need widths that are multiples of 256
   EXPECT_NE(error_of(s).find("multiples of 256"), std::string::npos) << error_of(s);
   s = tiny(GgmlType::Q8_0);
