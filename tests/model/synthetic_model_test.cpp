@@ -63,15 +63,20 @@ void expect_shape(const gguf::File& f, const std::string& name, GgmlType type, u
 
 // The Q4_K_M mix: Q6_K for output.weight and for attn_v/ffn_down of the layers llama-quantize
 // picks (8 layers: 0, 3, 6 and 7), Q4_K everywhere else.
-TEST(SyntheticModel, KMixTypesPerTensor) {
-  SyntheticSpec s = tiny(GgmlType::Q4_K);
+// A small model of base's _M mix with n_layers layers (widths multiples of 256), read back.
+gguf::File mixed_model(GgmlType base, int n_layers, const TempFile& tmp) {
+  SyntheticSpec s = tiny(base);
   s.dim = 256;
   s.ffn = 512;
-  s.n_layers = 8;
+  s.n_layers = n_layers;
   s.k_mix = true;
-  TempFile tmp("q4_k_m");
   write_synthetic_model(s, tmp.path());
-  const gguf::File f = gguf::File::open(tmp.path());
+  return gguf::File::open(tmp.path());
+}
+
+TEST(SyntheticModel, KMixTypesPerTensor) {
+  TempFile tmp("q4_k_m");
+  const gguf::File f = mixed_model(GgmlType::Q4_K, 8, tmp);
   EXPECT_EQ(f.get_int("general.file_type"), 15);
   EXPECT_EQ(f.find_tensor("output.weight")->type, GgmlType::Q6_K);
   EXPECT_EQ(f.find_tensor("token_embd.weight")->type, GgmlType::Q4_K);
@@ -88,14 +93,8 @@ TEST(SyntheticModel, KMixTypesPerTensor) {
 // The Q3_K_M mix: Q6_K output; Q4_K attn_output; attn_v Q5_K in layers 0-1 and Q4_K after;
 // ffn_down Q5_K in the first sixteenth (layer 0 of 16), Q4_K after; Q3_K everywhere else.
 TEST(SyntheticModel, Q3KMixTypesPerTensor) {
-  SyntheticSpec s = tiny(GgmlType::Q3_K);
-  s.dim = 256;
-  s.ffn = 512;
-  s.n_layers = 16;
-  s.k_mix = true;
   TempFile tmp("q3_k_m");
-  write_synthetic_model(s, tmp.path());
-  const gguf::File f = gguf::File::open(tmp.path());
+  const gguf::File f = mixed_model(GgmlType::Q3_K, 16, tmp);
   EXPECT_EQ(f.get_int("general.file_type"), 12);
   EXPECT_EQ(f.find_tensor("output.weight")->type, GgmlType::Q6_K);
   EXPECT_EQ(f.find_tensor("token_embd.weight")->type, GgmlType::Q3_K);
