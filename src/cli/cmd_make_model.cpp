@@ -50,7 +50,8 @@ Runner add_make_model(CLI::App& app) {
   c->add_option("--type", o->type,
                 "Type of every 2-D weight: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL Q2_K "
                 "Q3_K Q4_K Q5_K Q6_K, or llama-quantize's mixes Q3_K_M Q4_K_M Q5_K_M (Q6_K "
-                "output; more bits for some attn_v/ffn_down, Q3_K_M's attn_output)");
+                "output; more bits for some attn_v/ffn_down, Q3_K_M's attn_output). Rows 256 does "
+                "not tile take llama-quantize's fallbacks (Q4_K Q5_0, Q6_K Q8_0, ...)");
   c->add_flag("--tied", o->spec.tied, "Omit output.weight (tied to token_embd)");
   c->add_option("--seed", o->spec.seed, "Random seed");
   c->add_option("--residual-scale", o->spec.residual_scale,

@@ -123,6 +123,36 @@ GgmlType k_mix_type(GgmlType base, MixRole role, int layer, int n_layers) {
   return more && k_mix_more_bits(layer, n_layers) ? GgmlType::Q6_K : base;
 }
 
+GgmlType fit_rows(GgmlType t, uint64_t row_elems, bool output) {
+  auto fits = [&](GgmlType u) { return row_elems % ggml_type_info(u).block_elems == 0; };
+  if (fits(t) || ggml_type_info(t).block_elems != 256) return t;
+  GgmlType f = GgmlType::F16;
+  // llama-quantize gives an output projection whose rows K blocks cannot tile Q8_0, and any
+  // other K-quant tensor the nearest 32-element type.
+  if (output) {
+    f = GgmlType::Q8_0;
+  } else {
+    switch (t) {
+      case GgmlType::Q2_K:
+      case GgmlType::Q3_K:
+        f = GgmlType::IQ4_NL;
+        break;
+      case GgmlType::Q4_K:
+        f = GgmlType::Q5_0;
+        break;
+      case GgmlType::Q5_K:
+        f = GgmlType::Q5_1;
+        break;
+      case GgmlType::Q6_K:
+        f = GgmlType::Q8_0;
+        break;
+      default:
+        break;
+    }
+  }
+  return fits(f) ? f : GgmlType::F16;
+}
+
 int synthetic_file_type(GgmlType t, bool k_mix) {
   if (k_mix) {
     return t == GgmlType::Q3_K ? 12 : t == GgmlType::Q4_K ? 15 : t == GgmlType::Q5_K ? 17 : -1;
@@ -181,10 +211,12 @@ void write_synthetic_model(const SyntheticSpec& spec, const std::string& path) {
   const int head_dim = spec.dim / spec.n_heads;
   check(head_dim % 2 == 0, "the head dimension " + std::to_string(head_dim) +
                                " must be even (rotary embeddings rotate pairs)");
+  // K types fall back where their blocks cannot tile a row (fit_rows); llama-quantize refuses
+  // the 32-element types there, and so does this.
   const uint32_t block = ggml_type_info(spec.type).block_elems;
-  check(spec.dim % block == 0 && spec.ffn % block == 0, "dim and ffn must be multiples of " +
-                                                            std::to_string(block) + " for " +
-                                                            std::string(ggml_type_name(spec.type)));
+  check(block == 256 || (spec.dim % block == 0 && spec.ffn % block == 0),
+        "dim and ffn must be multiples of " + std::to_string(block) + " for " +
+            std::string(ggml_type_name(spec.type)));
   check(spec.rope_base > 0.0f, "rope_base must be positive");
   check(spec.n_experts == 0 || (spec.n_experts_used > 0 && spec.n_experts_used <= spec.n_experts &&
                                 spec.n_experts_used <= 64 && spec.n_experts <= 4096),
@@ -236,9 +268,10 @@ void write_synthetic_model(const SyntheticSpec& spec, const std::string& path) {
                     MixRole role = MixRole::other, int layer = 0, float stddev = kWeightStd,
                     uint64_t stack = 0, std::optional<GgmlType> type = std::nullopt) {
     const uint64_t tensor_seed = splitmix64(seed_state);
-    const GgmlType t = type         ? *type
-                       : spec.k_mix ? k_mix_type(spec.type, role, layer, spec.n_layers)
-                                    : spec.type;
+    const GgmlType t =
+        type ? *type
+             : fit_rows(spec.k_mix ? k_mix_type(spec.type, role, layer, spec.n_layers) : spec.type,
+                        ne0, role == MixRole::output);
     if (stack > 0) {
       w.add_tensor(name, t, {ne0, ne1, stack},
                    WeightFill{t, ne0, ne1 * stack, tensor_seed, stddev});
@@ -253,7 +286,8 @@ void write_synthetic_model(const SyntheticSpec& spec, const std::string& path) {
     });
   };
 
-  weight("token_embd.weight", dim, n_vocab);
+  // llama-quantize treats a tied token_embd as the output projection it also is.
+  weight("token_embd.weight", dim, n_vocab, spec.tied ? MixRole::output : MixRole::other);
   for (int l = 0; l < spec.n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     const float residual_std = kWeightStd * spec.residual_scale;

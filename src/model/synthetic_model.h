@@ -43,9 +43,9 @@ struct SyntheticSpec {
 
 // Writes a GGUF v3 `llama` model with ggml tensor names and shapes; weights are roughly
 // N(0, 0.02), a deterministic function of spec.seed (the same spec gives the same bytes,
-// whatever the thread count). Throws lift::Error for an inconsistent spec (e.g. dim not a
-// multiple of n_heads or of the 32-element block size), an unreadable vocab file or a failed
-// write.
+// whatever the thread count). A tensor whose rows the chosen type cannot tile in whole blocks
+// takes llama-quantize's fallback (fit_rows). Throws lift::Error for an inconsistent spec (e.g.
+// dim not a multiple of n_heads), an unreadable vocab file or a failed write.
 void write_synthetic_model(const SyntheticSpec& spec, const std::string& path);
 
 // The general.file_type (llama_ftype) value for a model whose weights are of type t (with the
@@ -60,5 +60,11 @@ bool k_mix_more_bits(int layer, int n_layers);
 enum class MixRole { other, attn_v, attn_output, ffn_down, output };
 // The type of a weight of `role` in layer `layer` of n_layers under base's _M mix.
 GgmlType k_mix_type(GgmlType base, MixRole role, int layer, int n_layers);
+
+// The type a tensor of K type t with rows of row_elems elements is written in: t where its
+// blocks tile the rows, else llama-quantize's fallback (Qwen2.5-0.5B's 896-wide rows, say):
+// Q2_K/Q3_K IQ4_NL, Q4_K Q5_0, Q5_K Q5_1, Q6_K Q8_0, an output projection (`output`) Q8_0; F16
+// where that does not tile them either. Other types are returned as they are.
+GgmlType fit_rows(GgmlType t, uint64_t row_elems, bool output);
 
 }  // namespace lift
