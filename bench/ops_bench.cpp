@@ -20,16 +20,17 @@ namespace {
 
 constexpr size_t kHeadDim = 64, kKvHeads = 4, kBlock = 16;
 
-// One layer's paged K/V for a sequence of n_ctx positions, blocks in reverse order (as a busy
-// pool would place them), in F32 or F16.
+// One layer's paged K/V for a sequence of n_ctx positions, in F32 or F16, its blocks in reverse
+// order (as a busy pool may place them) or, in_order, ascending (as a pool hands out its free
+// blocks: a prompt's, and a sequence decoding alone).
 struct Cache {
   RandomKvPool pool;
   std::vector<int32_t> table;
 
-  Cache(GgmlType t, size_t n_ctx, size_t head_dim = kHeadDim)
+  Cache(GgmlType t, size_t n_ctx, size_t head_dim = kHeadDim, bool in_order = false)
       : pool(t, head_dim * kKvHeads, kBlock, (n_ctx + kBlock - 1) / kBlock, 3, head_dim) {
     for (size_t b = 0; b < pool.n_blocks; ++b) {
-      table.push_back(static_cast<int32_t>(pool.n_blocks - 1 - b));
+      table.push_back(static_cast<int32_t>(in_order ? b : pool.n_blocks - 1 - b));
     }
   }
   KvLayerView view() const { return pool.view(); }
@@ -62,9 +63,9 @@ void bm_attention_decode(benchmark::State& state, GgmlType t, size_t n_ctx) {
 // 2,048 positions: 22 layers, 92 MB in F32) are far larger than the last-level cache, as a long
 // context's are, so this measures attention reading K/V from DRAM.
 void bm_attention_model(benchmark::State& state, GgmlType t, size_t n_layers, size_t n_ctx,
-                        size_t group) {
+                        size_t group, bool in_order) {
   std::vector<Cache> layers;
-  for (size_t l = 0; l < n_layers; ++l) layers.emplace_back(t, n_ctx);
+  for (size_t l = 0; l < n_layers; ++l) layers.emplace_back(t, n_ctx, kHeadDim, in_order);
   const auto q = randn(group * kHeadDim, 7);
   std::vector<float> out(group * kHeadDim), scratch(attention_scratch_floats(kBlock, kHeadDim));
   std::vector<int32_t> n_of(group, static_cast<int32_t>(n_ctx));
@@ -185,7 +186,10 @@ int register_all() {
       for (size_t layers : {1u, 22u}) {
         const std::string shape = std::to_string(layers) + "x2048/" + std::to_string(group);
         benchmark::RegisterBenchmark(("attention/model/" + type + "/" + shape).c_str(),
-                                     bm_attention_model, t, layers, size_t{2048}, group)
+                                     bm_attention_model, t, layers, size_t{2048}, group, false)
+            ->Unit(benchmark::kMicrosecond);
+        benchmark::RegisterBenchmark(("attention/model-in-order/" + type + "/" + shape).c_str(),
+                                     bm_attention_model, t, layers, size_t{2048}, group, true)
             ->Unit(benchmark::kMicrosecond);
       }
     }

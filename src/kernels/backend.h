@@ -47,16 +47,24 @@ struct KvLayerView {
   size_t kv_dim = 0;
   size_t block_size = 0;
   bool v_transposed = false;  // V in K's layout
-  size_t v_run = 0;           // dimensions per V run (0: kv_dim)
+  size_t v_run = 0;           // dimensions per run (0: kv_dim): one head's
+  // Elements from one run's region to the next. The cache keeps each run (a K/V head) in a
+  // region of its own, every block's share of it one after the other, so that a head's blocks,
+  // handed out in order, lie in one ascending stream the hardware prefetchers follow (a decode
+  // token's attention reads a head's K and V block by block). With one run, unused.
+  size_t head_stride = 0;
 
-  // Element e (< kv_dim) of slot s, counted in elements of `type`.
+  size_t run() const { return v_run == 0 ? kv_dim : v_run; }
+  // Element e (< kv_dim) of slot s, counted in elements of `type`: within a run's region,
+  // [block][dimension][slot in block] for K (and a transposed V), [block][slot][dimension] for V.
   size_t k_index(size_t s, size_t e) const {
-    return (s / block_size * kv_dim + e) * block_size + s % block_size;
+    const size_t r = run();
+    return e / r * head_stride + (s / block_size * r + e % r) * block_size + s % block_size;
   }
   size_t v_index(size_t s, size_t e) const {
     if (v_transposed) return k_index(s, e);
-    const size_t run = v_run == 0 ? kv_dim : v_run;
-    return (s / block_size * kv_dim + e / run * run) * block_size + s % block_size * run + e % run;
+    const size_t r = run();
+    return e / r * head_stride + s * r + e % r;
   }
 };
 

@@ -80,17 +80,19 @@ void rmsnorm_row(const float* x, const float* weight, size_t dim, float eps, flo
 
 void kv_store(const KvLayerView& kv, size_t slot, size_t e0, size_t e1, const float* k,
               const float* v) {
-  // K goes down a column of its block's [kv_dim][block_size] layout, and so does a transposed
-  // V; otherwise a head's V is a row of its run (KvLayerView).
-  const size_t bs = kv.block_size, k0 = kv.k_index(slot, 0);
-  const size_t run = kv.v_transposed ? kv.kv_dim : (kv.v_run == 0 ? kv.kv_dim : kv.v_run);
+  // Run by run (a head's region of the cache, KvLayerView): K goes down a column of its
+  // block's [dimension][slot] layout, and so does a transposed V; otherwise V is a row.
+  const size_t bs = kv.block_size, run = kv.run();
   const size_t v_step = kv.v_transposed ? bs : 1;
   auto store = [&](auto* kd, auto* vd, auto convert) {
-    for (size_t e = e0; e < e1; ++e) kd[k0 + e * bs] = convert(k[e]);
     for (size_t e = e0; e < e1;) {
       const size_t end = std::min(e1, (e / run + 1) * run);  // the rest of e's run
-      auto* to = vd + kv.v_index(slot, e);
-      for (size_t d = 0; e + d < end; ++d) to[d * v_step] = convert(v[e + d]);
+      auto* kt = kd + kv.k_index(slot, e);
+      auto* vt = vd + kv.v_index(slot, e);
+      for (size_t d = 0; e + d < end; ++d) {
+        kt[d * bs] = convert(k[e + d]);
+        vt[d * v_step] = convert(v[e + d]);
+      }
       e = end;
     }
   };

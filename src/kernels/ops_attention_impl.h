@@ -481,14 +481,15 @@ inline void copy_floats(const float* from, size_t n, float* to) {
 
 // KvLayerView::k_index and v_index (not called here: per-target code calls no inline member of
 // a shared type).
-inline size_t k_at(const KvLayerView& kv, size_t s, size_t e) {
-  return (s / kv.block_size * kv.kv_dim + e) * kv.block_size + s % kv.block_size;
-}
 inline size_t v_run(const KvLayerView& kv) { return kv.v_run == 0 ? kv.kv_dim : kv.v_run; }
+inline size_t k_at(const KvLayerView& kv, size_t s, size_t e) {
+  const size_t r = v_run(kv), bs = kv.block_size;
+  return e / r * kv.head_stride + (s / bs * r + e % r) * bs + s % bs;
+}
 inline size_t v_at(const KvLayerView& kv, size_t s, size_t e) {
   if (kv.v_transposed) return k_at(kv, s, e);
-  const size_t run = v_run(kv), bs = kv.block_size;
-  return (s / bs * kv.kv_dim + e / run * run) * bs + s % bs * run + e % run;
+  const size_t r = v_run(kv);
+  return e / r * kv.head_stride + s * r + e % r;
 }
 
 // n consecutive F16 K or V values starting at element `at`, converted into buf (the hardware
@@ -563,8 +564,7 @@ inline const float* k_block(const KvLayerView& kv, size_t block, size_t kv_offse
 [[gnu::always_inline]] inline void prefetch_block(const KvLayerView& kv, size_t block,
                                                   size_t kv_offset, size_t head_dim) {
   const size_t bs = kv.block_size, elem = kv.type == GgmlType::F32 ? 4 : 2;
-  const uintptr_t k =
-      reinterpret_cast<uintptr_t>(kv.k) + (block * kv.kv_dim + kv_offset) * bs * elem;
+  const uintptr_t k = reinterpret_cast<uintptr_t>(kv.k) + k_at(kv, block * bs, kv_offset) * elem;
   for (size_t o = 0; o < head_dim * bs * elem; o += 64) {
     __builtin_prefetch(reinterpret_cast<const void*>(k + o), 0, 3);
   }
@@ -995,7 +995,7 @@ void attend_narrow(const float* const* q, size_t n_q, const KvLayerView& kv, siz
       vt[g] = nullptr;
       if (!used) continue;
       // The head's K and V of the block: head_dim rows of bs, from (block, kv_offset) on.
-      const size_t at = (static_cast<size_t>(block_table[b0 + g]) * kv.kv_dim + kv_offset) * bs;
+      const size_t at = k_at(kv, static_cast<size_t>(block_table[b0 + g]) * bs, kv_offset);
       const float* kt = load_floats(kv, kv.k, at, head_dim * bs, kbuf + g * head_dim * bs);
       vt[g] = load_floats(kv, kv.v, at, head_dim * bs, vbuf + g * head_dim * bs);
       scores.add_block(

@@ -36,6 +36,7 @@ KvCache::KvCache(const ModelConfig& cfg, size_t n_blocks, size_t block_size, KvT
       first_(tp_kv_part(cfg, shard).first),
       v_transposed_(v_transposed_for(static_cast<size_t>(cfg.head_dim))),
       v_run_(v_transposed_ ? 0 : static_cast<size_t>(cfg.head_dim)),
+      run_(v_run_ == 0 ? kv_dim_ : v_run_),
       type_(type),
       elem_bytes_(type == KvType::f16 ? 2 : 4) {
   if (block_size == 0) throw Error("KV block size must be positive");
@@ -72,25 +73,31 @@ KvLayerView KvCache::layer_view(size_t layer) const {
           kv_dim_,
           block_size_,
           v_transposed_,
-          v_run_};
+          v_run_,
+          n_blocks_ * block_size_ * run_};
 }
 
-MemRange KvCache::k_block(size_t layer, int32_t block) const {
-  const size_t n = block_size_ * kv_dim_ * elem_bytes_;
-  return {k_[layer].get() + static_cast<size_t>(block) * n, n};
+size_t KvCache::run_bytes() const { return block_size_ * run_ * elem_bytes_; }
+
+size_t KvCache::block_offset(int32_t block, size_t r) const {
+  return (r * n_blocks_ + static_cast<size_t>(block)) * run_bytes();
 }
 
-MemRange KvCache::v_block(size_t layer, int32_t block) const {
-  const size_t n = block_size_ * kv_dim_ * elem_bytes_;
-  return {v_[layer].get() + static_cast<size_t>(block) * n, n};
+MemRange KvCache::k_block(size_t layer, int32_t block, size_t r) const {
+  return {k_[layer].get() + block_offset(block, r), run_bytes()};
+}
+
+MemRange KvCache::v_block(size_t layer, int32_t block, size_t r) const {
+  return {v_[layer].get() + block_offset(block, r), run_bytes()};
 }
 
 void KvCache::copy_block(int32_t src, int32_t dst) {
-  const size_t n = block_size_ * kv_dim_ * elem_bytes_;
-  const size_t s = static_cast<size_t>(src) * n, d = static_cast<size_t>(dst) * n;
   for (size_t l = 0; l < n_layers_; ++l) {
-    std::memcpy(k_[l].get() + d, k_[l].get() + s, n);
-    std::memcpy(v_[l].get() + d, v_[l].get() + s, n);
+    for (size_t r = 0; r < n_runs(); ++r) {
+      const size_t s = block_offset(src, r), d = block_offset(dst, r);
+      std::memcpy(k_[l].get() + d, k_[l].get() + s, run_bytes());
+      std::memcpy(v_[l].get() + d, v_[l].get() + s, run_bytes());
+    }
   }
 }
 

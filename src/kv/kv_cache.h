@@ -43,16 +43,22 @@ class KvCache {
   // rows k and v, the elements this cache holds.
   void write(size_t layer, size_t slot, const float* k, const float* v);
   KvLayerView layer_view(size_t layer) const;
-  // Where one block's K and where its V of a layer lie: each one run of bytes.
-  MemRange k_block(size_t layer, int32_t block) const;
-  MemRange v_block(size_t layer, int32_t block) const;
+  // Runs per slot: the regions a layer's K and V are kept in, one per K/V head (one for narrow
+  // heads, whose V is transposed; KvLayerView::head_stride).
+  size_t n_runs() const { return run_ == 0 ? 0 : kv_dim_ / run_; }  // 0: a rank without heads
+  // Where one block's K and where its V of a layer lie in run r's region: each one run of bytes.
+  MemRange k_block(size_t layer, int32_t block, size_t r) const;
+  MemRange v_block(size_t layer, int32_t block, size_t r) const;
   // Copies every layer's K/V of one block into another (copy-on-write).
   void copy_block(int32_t src, int32_t dst);
 
  private:
   size_t n_blocks_, block_size_, kv_dim_, n_layers_, first_;
   bool v_transposed_;
-  size_t v_run_;  // KvLayerView::v_run: one head's dimensions (0 with V transposed)
+  size_t v_run_;             // KvLayerView::v_run: one head's dimensions (0 with V transposed)
+  size_t run_;               // dimensions per run: v_run_, or kv_dim_ for 0
+  size_t run_bytes() const;  // one block's share of a run's region, in K or in V
+  size_t block_offset(int32_t block, size_t r) const;  // bytes into a layer's K or V
   KvType type_;
   size_t elem_bytes_;
   // Fresh zeroed pages, huge where the kernel has them: a long context's decode streams them as

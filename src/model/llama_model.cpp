@@ -464,9 +464,11 @@ void LlamaModel::hint_kv_reads(Backend& be, const ForwardBatch& batch, const KvC
     const size_t lo = window > 0 && ctx > window ? ctx - window : 0;
     for (size_t b = lo / bs; b * bs < ctx && bytes < kKvHintBytes; ++b) {
       const int32_t block = batch.block_tables[i][b];
-      hints_.push_back(kv.k_block(l, block));
-      hints_.push_back(kv.v_block(l, block));
-      bytes += hints_[hints_.size() - 2].bytes + hints_.back().bytes;
+      for (size_t r = 0; r < kv.n_runs(); ++r) {
+        hints_.push_back(kv.k_block(l, block, r));
+        hints_.push_back(kv.v_block(l, block, r));
+        bytes += 2 * hints_.back().bytes;
+      }
     }
   }
   be.prefetch_during_next(hints_);

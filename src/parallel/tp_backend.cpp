@@ -78,16 +78,13 @@ void TpBackend::attention(const AttentionArgs& a) {
     s.n_heads = (g1 - g0) * group;
     s.n_kv_heads = g1 - g0;
     // A cache of this rank's heads (tp_follow's, and the leader's under TP) is read as it is;
-    // a whole one through a view that keeps its kv_dim as the stride and starts at this
-    // rank's first head: K is [block][kv_dim][block_size], V in runs of one head's dimensions
-    // per block ([block][head][block_size][head_dim], the same offset as K's), by slot
-    // ([slot][kv_dim]) or, for narrow heads, in K's layout (KvLayerView).
+    // a whole one through a view that keeps its strides and starts where this rank's first
+    // head does, slot 0 (whatever the layout: a region per head, or one with heads side by
+    // side; KvLayerView).
     if (a.kv.kv_dim == a.n_kv_heads * hd) {
       const size_t elem = a.kv.type == GgmlType::F32 ? 4 : 2;
-      const size_t k_off = g0 * hd * a.kv.block_size * elem;
-      s.kv.k = static_cast<const uint8_t*>(a.kv.k) + k_off;
-      const bool by_slot = !a.kv.v_transposed && (a.kv.v_run == 0 || a.kv.v_run == a.kv.kv_dim);
-      s.kv.v = static_cast<const uint8_t*>(a.kv.v) + (by_slot ? g0 * hd * elem : k_off);
+      s.kv.k = static_cast<const uint8_t*>(a.kv.k) + a.kv.k_index(0, g0 * hd) * elem;
+      s.kv.v = static_cast<const uint8_t*>(a.kv.v) + a.kv.v_index(0, g0 * hd) * elem;
     } else if (a.kv.kv_dim != (g1 - g0) * hd) {
       throw Error("tensor parallelism: the K/V cache holds neither all heads nor this rank's");
     }

@@ -44,11 +44,14 @@ struct RandomKvPool {
       v16[i] = f32_to_f16(v32[i]);
     }
   }
+  // Dimensions per run (a head's region, KvLayerView::head_stride), as a KV cache keeps them.
+  size_t run() const { return v_run == 0 ? kv_dim : v_run; }
   KvLayerView view() const {
+    const size_t stride = n_blocks * block_size * run();
     if (type == GgmlType::F16) {
-      return {type, k16.data(), v16.data(), kv_dim, block_size, v_transposed, v_run};
+      return {type, k16.data(), v16.data(), kv_dim, block_size, v_transposed, v_run, stride};
     }
-    return {type, k32.data(), v32.data(), kv_dim, block_size, v_transposed, v_run};
+    return {type, k32.data(), v32.data(), kv_dim, block_size, v_transposed, v_run, stride};
   }
   // Sets element e (< kv_dim) of slot s's K in both storage types (F16 rounded to nearest).
   void set_k(size_t s, size_t e, float x) {
@@ -63,11 +66,14 @@ struct RandomKvPool {
   }
   // Moves block `from` to `to` (contents copied), for placement tests.
   void copy_block(size_t from, size_t to) {
-    const size_t n = kv_dim * block_size;
-    std::memcpy(&k32[to * n], &k32[from * n], n * 4);
-    std::memcpy(&v32[to * n], &v32[from * n], n * 4);
-    std::memcpy(&k16[to * n], &k16[from * n], n * 2);
-    std::memcpy(&v16[to * n], &v16[from * n], n * 2);
+    const size_t n = run() * block_size;
+    for (size_t r = 0; r < kv_dim / run(); ++r) {
+      const size_t s = (r * n_blocks + from) * n, d = (r * n_blocks + to) * n;
+      std::memcpy(&k32[d], &k32[s], n * 4);
+      std::memcpy(&v32[d], &v32[s], n * 4);
+      std::memcpy(&k16[d], &k16[s], n * 2);
+      std::memcpy(&v16[d], &v16[s], n * 2);
+    }
   }
 };
 
