@@ -123,33 +123,28 @@ GgmlType k_mix_type(GgmlType base, MixRole role, int layer, int n_layers) {
   return more && k_mix_more_bits(layer, n_layers) ? GgmlType::Q6_K : base;
 }
 
+// llama-quantize's nearest 32-element type for a K-quant tensor whose rows 256 does not tile.
+static GgmlType k_fallback(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q2_K:
+    case GgmlType::Q3_K:
+      return GgmlType::IQ4_NL;
+    case GgmlType::Q4_K:
+      return GgmlType::Q5_0;
+    case GgmlType::Q5_K:
+      return GgmlType::Q5_1;
+    case GgmlType::Q6_K:
+      return GgmlType::Q8_0;
+    default:
+      return GgmlType::F16;
+  }
+}
+
 GgmlType fit_rows(GgmlType t, uint64_t row_elems, bool output) {
   auto fits = [&](GgmlType u) { return row_elems % ggml_type_info(u).block_elems == 0; };
   if (fits(t) || ggml_type_info(t).block_elems != 256) return t;
-  GgmlType f = GgmlType::F16;
-  // llama-quantize gives an output projection whose rows K blocks cannot tile Q8_0, and any
-  // other K-quant tensor the nearest 32-element type.
-  if (output) {
-    f = GgmlType::Q8_0;
-  } else {
-    switch (t) {
-      case GgmlType::Q2_K:
-      case GgmlType::Q3_K:
-        f = GgmlType::IQ4_NL;
-        break;
-      case GgmlType::Q4_K:
-        f = GgmlType::Q5_0;
-        break;
-      case GgmlType::Q5_K:
-        f = GgmlType::Q5_1;
-        break;
-      case GgmlType::Q6_K:
-        f = GgmlType::Q8_0;
-        break;
-      default:
-        break;
-    }
-  }
+  // An output projection gets Q8_0 there (llama-quantize), any other tensor k_fallback's type.
+  const GgmlType f = output ? GgmlType::Q8_0 : k_fallback(t);
   return fits(f) ? f : GgmlType::F16;
 }
 
