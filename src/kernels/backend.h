@@ -47,7 +47,7 @@ struct KvLayerView {
   size_t kv_dim = 0;
   size_t block_size = 0;
   bool v_transposed = false;  // V in K's layout
-  size_t v_run = 0;           // dimensions per run (0: kv_dim): one head's
+  size_t v_run = 0;           // dimensions per run, one head's (0: kv_dim, a single run)
   // Elements from one run's region to the next. The cache keeps each run (a K/V head) in a
   // region of its own, every block's share of it one after the other, so that a head's blocks,
   // handed out in order, lie in one ascending stream the hardware prefetchers follow (a decode
