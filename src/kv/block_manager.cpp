@@ -83,9 +83,14 @@ void BlockManager::drop_entry(int32_t b) {
   has_entry_[b] = 0;
 }
 
-int32_t BlockManager::take_block() {
-  int32_t b;
-  if (free_.head >= 0) {
+int32_t BlockManager::take_block(int32_t after) {
+  // A table whose blocks follow each other makes each K/V head's reads one ascending stream the
+  // hardware prefetchers follow (KvLayerView::head_stride): a growing sequence takes the block
+  // after its last one where that is free, e.g. one another request gave back.
+  int32_t b = after + 1;
+  if (after >= 0 && static_cast<size_t>(b) < state_.size() && state_[b] == State::free) {
+    unlink(free_, b);
+  } else if (free_.head >= 0) {
     b = free_.head;
     unlink(free_, b);
   } else if (cached_.head >= 0) {
@@ -198,7 +203,9 @@ bool BlockManager::append_slots(BlockTable& table, size_t n,
     ++stats_.cow_copies;
   }
   const size_t target = blocks_for(table.n_tokens + n);
-  while (table.blocks.size() < target) table.blocks.push_back(take_block());
+  while (table.blocks.size() < target) {
+    table.blocks.push_back(take_block(table.blocks.empty() ? -1 : table.blocks.back()));
+  }
   table.n_tokens += n;
   debug_check_counts();
   return true;

@@ -151,7 +151,9 @@ class BlockManager {
 
   void push_back(List& l, int32_t b);
   void unlink(List& l, int32_t b);
-  int32_t take_block();        // from free, else evict LRU cached; returns ref 1, used
+  // The block after `after` if it is free, else the free list's first, else the LRU cached one
+  // (evicted); returns it with ref 1, used.
+  int32_t take_block(int32_t after = -1);
   void release(int32_t b);     // ref--, to cached/free at 0
   void drop_entry(int32_t b);  // removes b's prefix-cache entry
   bool matches(int32_t b, std::span<const int32_t> tokens, int32_t parent, int32_t boundary) const;

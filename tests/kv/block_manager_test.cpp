@@ -83,6 +83,30 @@ TEST(BlockManager, AllocateAppendFreeAccounting) {
   EXPECT_EQ(bm.n_cached(), 0u);  // nothing was committed
 }
 
+// A growing table takes the block after its last one where that is free (so a K/V head's blocks
+// lie in one ascending stream), else the free list's first.
+TEST(BlockManager, GrowingTableTakesTheBlockAfterItsLast) {
+  BlockManager bm(8, 4, /*prefix_caching=*/false);
+  BlockTable a, b, c;
+  Copies copies;
+  ASSERT_TRUE(bm.append_slots(a, 8, &copies));  // blocks 0, 1
+  ASSERT_TRUE(bm.append_slots(b, 8, &copies));  // 2, 3
+  ASSERT_TRUE(bm.append_slots(c, 4, &copies));  // 4
+  EXPECT_EQ(a.blocks, (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(b.blocks, (std::vector<int32_t>{2, 3}));
+  bm.free(b);                                   // 2 and 3 go to the free list's end
+  ASSERT_TRUE(bm.append_slots(a, 8, &copies));  // free 2, 3 follow a's 1 (the list starts at 5)
+  EXPECT_EQ(a.blocks, (std::vector<int32_t>{0, 1, 2, 3}));
+  ASSERT_TRUE(bm.append_slots(a, 1, &copies));  // 4 is c's: the list's first, 5
+  EXPECT_EQ(a.blocks.back(), 5);
+  ASSERT_TRUE(bm.append_slots(c, 1, &copies));  // 5 is taken: 6
+  EXPECT_EQ(c.blocks, (std::vector<int32_t>{4, 6}));
+  check(bm, {&a, &c});
+  bm.free(a);
+  bm.free(c);
+  expect_all_released(bm);
+}
+
 TEST(BlockManager, ExhaustionReturnsFalseAndChangesNothing) {
   BlockManager bm(4, 4);
   BlockTable a, b;
