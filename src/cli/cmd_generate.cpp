@@ -63,10 +63,14 @@ SamplingParams sampling_of(const GenerateOptions& o) {
   return s;
 }
 
-// An empty prompt means BOS alone, like llama2.c's run with no prompt.
+// BOS as the vocabulary says (add_bos_token), as the server encodes a prompt. An empty prompt
+// means BOS alone, like llama2.c's run with no prompt.
 std::vector<int32_t> encode_prompt(const Tokenizer& tok, const std::string& text) {
-  std::vector<int32_t> p = tok.encode(text, /*add_bos=*/true, /*parse_special=*/false);
-  if (p.empty()) p.push_back(tok.vocab().bos_id());
+  std::vector<int32_t> p = tok.encode(text, tok.vocab().add_bos(), /*parse_special=*/false);
+  if (p.empty()) {
+    if (tok.vocab().bos_id() < 0) throw Error("the prompt is empty and the vocabulary has no BOS");
+    p.push_back(tok.vocab().bos_id());
+  }
   return p;
 }
 

@@ -231,5 +231,29 @@ TEST(E2ECli, CorruptModelFile) {
   std::filesystem::remove(garbage);
 }
 
+// generate encodes a prompt as the server does: BOS only where the vocabulary asks for it
+// (Qwen2's says add_bos_token = false; Llama 3's BPE vocabulary wants <|begin_of_text|>).
+TEST(E2ECli, GenerateAddsBosOnlyWhereTheVocabularyAsks) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"ggml-vocab-qwen2.gguf", "prompt 4 tokens"},
+      {"ggml-vocab-llama-bpe.gguf", "prompt 5 tokens"},
+  };
+  for (const auto& [vocab, want] : cases) {
+    const std::string model =
+        ::testing::TempDir() + "lift-cli-bos-" + std::to_string(::getpid()) + "-" + vocab;
+    test::remove_at_exit(model);
+    const CliRun made = run("make-model -o " + model +
+                            " --dim 64 --layers 1 --heads 4 --ffn 64 --type F32 --vocab-from " +
+                            test::model_path(std::string("vocab/") + vocab));
+    ASSERT_EQ(made.status, 0) << made.out;
+    for (const char* engine : {"", " --no-kv-cache"}) {
+      const CliRun r =
+          run("generate -m " + model + " -p \"Once upon a time\" -n 1 --temp 0 --stats" + engine);
+      ASSERT_EQ(r.status, 0) << r.out;
+      EXPECT_NE(r.out.find(want), std::string::npos) << vocab << engine << "\n" << r.out;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace lift
