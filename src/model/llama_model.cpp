@@ -227,7 +227,11 @@ void LlamaModel::init_rope() {
   auto factors_of = [&](const char* name) {
     std::vector<float> v = vector_f32(file_, name, pairs);
     for (float x : v) {
-      if (!(x > 0.0f)) throw Error(file_.path() + ": " + name + " must be positive");
+      // Finite: an infinite factor would quietly stop the pair's rotation.
+      if (!(x > 0.0f && x <= 1e6f)) {
+        throw Error(file_.path() + ": " + name + " holds " + std::to_string(x) +
+                    ", outside (0, 1e6]");
+      }
     }
     return v;
   };

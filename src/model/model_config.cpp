@@ -19,16 +19,24 @@ int64_t require_int(const gguf::File& f, const std::string& key, int64_t lo, int
   return *v;
 }
 
-float optional_float(const gguf::File& f, const std::string& key, double fallback) {
-  return static_cast<float>(f.get_float(key).value_or(fallback));
+// A float key (or its default) within [lo, hi]: NaN, infinities and values whose arithmetic
+// would overflow (a denormal rope base, an infinite soft-cap) become load errors here rather
+// than NaN logits later.
+double float_in(const gguf::File& f, const std::string& key, double fallback, double lo,
+                double hi) {
+  const double v = f.get_float(key).value_or(fallback);
+  if (!(v >= lo && v <= hi)) {
+    throw Error(f.path() + ": metadata '" + key + "' = " + std::to_string(v) +
+                " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  return v;
 }
 
 // `{arch}.rope.scaling.*`: the factor positions are multiplied by, and YaRN's parameters.
 float read_rope_scaling(const gguf::File& f, const std::string& p, int context_length,
                         ModelConfig::Yarn& yarn) {
-  if (const auto legacy = f.get_float(p + "rope.scale_linear")) {
-    if (!(*legacy > 0.0)) throw Error(f.path() + ": '" + p + "rope.scale_linear' must be positive");
-    return static_cast<float>(1.0 / *legacy);
+  if (f.get_float(p + "rope.scale_linear")) {
+    return static_cast<float>(1.0 / float_in(f, p + "rope.scale_linear", 1.0, 1e-6, 1e6));
   }
   const auto type = f.get_string(p + "rope.scaling.type");
   if (!type || *type == "none") return 1.0f;
@@ -36,25 +44,20 @@ float read_rope_scaling(const gguf::File& f, const std::string& p, int context_l
     throw Error(f.path() + ": metadata '" + p + "rope.scaling.type' = '" + std::string(*type) +
                 "' is not supported (lift implements 'none', 'linear' and 'yarn')");
   }
-  const auto factor = f.get_float(p + "rope.scaling.factor");
-  if (!factor) throw Error(f.path() + ": missing metadata key '" + p + "rope.scaling.factor'");
-  if (!(*factor > 0.0 && *factor < 1e6)) {
-    throw Error(f.path() + ": metadata '" + p + "rope.scaling.factor' is out of range");
+  if (!f.get_float(p + "rope.scaling.factor")) {
+    throw Error(f.path() + ": missing metadata key '" + p + "rope.scaling.factor'");
   }
+  const double factor = float_in(f, p + "rope.scaling.factor", 1.0, 1e-6, 1e6);
   if (*type == "yarn") {
     yarn.on = true;
     // As llama.cpp: the training context when the file does not name the original one.
-    yarn.orig_ctx = f.get_float(p + "rope.scaling.original_context_length")
-                        .value_or(static_cast<double>(context_length));
-    yarn.beta_fast = f.get_float(p + "rope.scaling.yarn_beta_fast").value_or(32.0);
-    yarn.beta_slow = f.get_float(p + "rope.scaling.yarn_beta_slow").value_or(1.0);
-    yarn.attn_factor = f.get_float(p + "rope.scaling.attn_factor").value_or(1.0);
-    if (!(yarn.orig_ctx >= 1.0) || !(yarn.beta_fast > 0.0) || !(yarn.beta_slow > 0.0) ||
-        !(yarn.attn_factor > 0.0)) {
-      throw Error(f.path() + ": metadata '" + p + "rope.scaling.*' (yarn) is out of range");
-    }
+    yarn.orig_ctx = float_in(f, p + "rope.scaling.original_context_length",
+                             static_cast<double>(context_length), 1.0, 1e9);
+    yarn.beta_fast = float_in(f, p + "rope.scaling.yarn_beta_fast", 32.0, 1e-6, 1e6);
+    yarn.beta_slow = float_in(f, p + "rope.scaling.yarn_beta_slow", 1.0, 1e-6, 1e6);
+    yarn.attn_factor = float_in(f, p + "rope.scaling.attn_factor", 1.0, 1e-6, 1e3);
   }
-  return static_cast<float>(1.0 / *factor);
+  return static_cast<float>(1.0 / factor);
 }
 
 // Metadata a file may carry that would change the function in ways lift does not compute.
@@ -173,26 +176,18 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
                    ? static_cast<int>(require_int(f, p + "rope.dimension_count", 2, c.head_dim))
                    : c.head_dim;
   if (c.rope_dim % 2 != 0) throw Error(f.path() + ": rope.dimension_count must be even");
-  c.rope_base = optional_float(f, p + "rope.freq_base", 10000.0);
+  // Above 1: YaRN's ramp divides by log(base), and a base below 1 turns the highest pair
+  // fastest (a denormal one overflows the frequencies).
+  c.rope_base = static_cast<float>(float_in(f, p + "rope.freq_base", 10000.0, 1.0 + 1e-6, 1e12));
   c.rope_freq_scale = read_rope_scaling(f, p, c.context_length, c.yarn);
   if (!c.yarn.on) {
-    c.rope_attn_factor = f.get_float(p + "rope.scaling.attn_factor").value_or(1.0);
-    if (!(c.rope_attn_factor > 0.0 && c.rope_attn_factor < 1e3)) {
-      throw Error(f.path() + ": metadata '" + p + "rope.scaling.attn_factor' is out of range");
-    }
+    c.rope_attn_factor =
+        static_cast<float>(float_in(f, p + "rope.scaling.attn_factor", 1.0, 1e-6, 1e3));
   }
-  const double orig = f.get_float(p + "rope.scaling.original_context_length")
-                          .value_or(static_cast<double>(c.context_length));
-  if (!(orig >= 1.0 && orig < 1e9)) {
-    throw Error(f.path() + ": metadata '" + p +
-                "rope.scaling.original_context_length' is out of range");
-  }
-  c.rope_orig_ctx = static_cast<int>(orig);
-  c.rms_eps = optional_float(f, p + "attention.layer_norm_rms_epsilon", 1e-5);
-  if (!(c.rope_base > 0.0f)) throw Error(f.path() + ": rope.freq_base must be positive");
-  if (!(c.rms_eps > 0.0f && c.rms_eps < 1.0f)) {
-    throw Error(f.path() + ": layer_norm_rms_epsilon is out of range");
-  }
+  c.rope_orig_ctx = static_cast<int>(float_in(f, p + "rope.scaling.original_context_length",
+                                              static_cast<double>(c.context_length), 1.0, 1e9));
+  c.rms_eps =
+      static_cast<float>(float_in(f, p + "attention.layer_norm_rms_epsilon", 1e-5, 1e-12, 0.5));
   refuse_unsupported(f, c, p);
   if (c.spec.experts && f.get_int(p + "expert_count").value_or(0) > 0) {
     c.n_experts = static_cast<int>(require_int(f, p + "expert_count", 1, 1 << 12));
@@ -214,11 +209,10 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
   const int scale_dim = large_gemma ? c.dim / c.n_heads : c.head_dim;
   c.attn_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(scale_dim)));
   if (c.spec.softcaps) {
-    c.attn_softcap = optional_float(f, p + "attn_logit_softcapping", 50.0);
-    c.final_softcap = optional_float(f, p + "final_logit_softcapping", 30.0);
-    if (!(c.attn_softcap >= 0.0f) || !(c.final_softcap >= 0.0f)) {
-      throw Error(f.path() + ": logit soft-capping values must not be negative");
-    }
+    // 0 turns a cap off.
+    c.attn_softcap = static_cast<float>(float_in(f, p + "attn_logit_softcapping", 50.0, 0.0, 1e6));
+    c.final_softcap =
+        static_cast<float>(float_in(f, p + "final_logit_softcapping", 30.0, 0.0, 1e6));
   }
   c.layer_window = layer_windows(f, c, p);
   const auto& emb = f.tensor("token_embd.weight");

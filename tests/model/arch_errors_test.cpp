@@ -2,6 +2,9 @@
 // run with a silently different function.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "arch_test_util.h"
 #include "model/llama_model.h"
 #include "util/error.h"
@@ -88,6 +91,53 @@ TEST(ArchErrors, LongRopeFactorSets) {
   l.longrope = true;
   l.longrope_orig_ctx = 64;
   expect_refused(test::tiny_writer(l, test::tiny_weights(l)), "rope_factors_");
+}
+
+// Numbers whose arithmetic would overflow or vanish (a denormal rope base, infinite factors or
+// caps, a NaN epsilon) are refused at load, naming the key, rather than giving NaN logits.
+TEST(ArchErrors, NumbersOutOfRangeAreRefused) {
+  const float inf = std::numeric_limits<float>::infinity();
+  auto with = [](auto change) {
+    test::TinyArch a = llama();
+    change(a);
+    return a;
+  };
+  for (const float base : {1e-44f, 0.5f, 1.0f, inf, std::nanf("")}) {
+    const auto a = with([&](test::TinyArch& x) { x.rope_base = base; });
+    expect_refused(test::tiny_writer(a, test::tiny_weights(a)), "llama.rope.freq_base");
+  }
+  for (const float eps : {0.0f, 1.0f, inf, std::nanf("")}) {
+    const auto a = with([&](test::TinyArch& x) { x.eps = eps; });
+    expect_refused(test::tiny_writer(a, test::tiny_weights(a)),
+                   "llama.attention.layer_norm_rms_epsilon");
+  }
+  for (const float factor : {inf, 1e30f}) {
+    const auto y = with([](test::TinyArch& x) {
+      x.yarn_factor = 4.0f;
+      x.yarn_orig_ctx = 64;
+    });
+    auto g = test::tiny_writer(y, test::tiny_weights(y));
+    g.set_f32("llama.rope.scaling.attn_factor", factor);
+    expect_refused(g, "llama.rope.scaling.attn_factor");
+    const auto l = with([&](test::TinyArch& x) { x.rope_linear = factor; });
+    expect_refused(test::tiny_writer(l, test::tiny_weights(l)), "llama.rope.scaling.factor");
+  }
+  test::TinyArch gemma2;
+  gemma2.arch = "gemma2";
+  gemma2.qk_norm = false;
+  gemma2.post_norms = true;
+  gemma2.embed_scale = true;
+  gemma2.gelu = true;
+  gemma2.window = 4;
+  for (const char* key : {"gemma2.attn_logit_softcapping", "gemma2.final_logit_softcapping"}) {
+    auto g = test::tiny_writer(gemma2, test::tiny_weights(gemma2));
+    EXPECT_NO_THROW(LlamaModel::load(test::write_tiny(g, "gemma2")));
+    g.set_f32(key, inf);
+    expect_refused(g, key);
+  }
+  auto w = test::tiny_weights(phi3_longrope());
+  w["rope_factors_short.weight"][1] = inf;
+  expect_refused(test::tiny_writer(phi3_longrope(), w), "rope_factors_short.weight holds inf");
 }
 
 TEST(ArchErrors, LinearScalingWithoutFactor) {
