@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 #include <string_view>
 #include <thread>
@@ -11,6 +12,7 @@
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
 #include "kernels/quantize.h"
+#include "model/model_config.h"
 #include "util/error.h"
 
 namespace lift {
@@ -308,6 +310,15 @@ void write_synthetic_model(const SyntheticSpec& spec, const std::string& path) {
   if (!spec.tied) weight("output.weight", dim, n_vocab, MixRole::output);
 
   w.write(path);
+  // The loader's limits are the ones that count (ModelConfig::from_gguf): a file it would refuse
+  // (e.g. 2048 heads) is not left behind as if it were a model.
+  try {
+    (void)ModelConfig::from_gguf(gguf::File::open(path));
+  } catch (const Error& e) {
+    std::error_code ec;
+    std::filesystem::remove(path, ec);
+    throw Error(std::string("synthetic model: lift would not load it: ") + e.what());
+  }
 }
 
 }  // namespace lift

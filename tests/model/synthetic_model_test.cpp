@@ -320,6 +320,14 @@ TEST(SyntheticModel, RejectsInconsistentSpecs) {
   s.n_kv_heads = 4;
   s.ffn = 100;
   EXPECT_EQ(error_of(s), "<no error>");
+  // What the loader would refuse is refused, and no file is left behind.
+  s.n_layers = 1025;
+  EXPECT_NE(error_of(s).find("lift would not load it"), std::string::npos) << error_of(s);
+  EXPECT_NE(error_of(s).find("block_count"), std::string::npos) << error_of(s);
+  EXPECT_FALSE(std::filesystem::exists(tmp.path()));
+  s.n_layers = 1;
+  s.rope_base = 0.5f;
+  EXPECT_NE(error_of(s).find("rope.freq_base"), std::string::npos) << error_of(s);
 }
 
 }  // namespace
