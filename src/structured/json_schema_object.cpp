@@ -198,7 +198,11 @@ ExprId SchemaCompiler::object_expr(const Json& s, const std::string& pointer) {
     add_class(b.star(string_char()), excluded, additional, ap_pointer);
   }
   const bool has_extra = !extra.empty();
-  const ExprId extra_member = b.alt(extra);
+  // One rule, called from every state: inlined, each of the (n + 1) (cap + 1) states' automata
+  // would hold its own copy of the key classes (a difference with every declared name), and
+  // the mask cache one entry per copied state.
+  const ExprId extra_member =
+      has_extra ? b.call(b.add_rule(pointer + "/{additional member}", b.alt(extra))) : b.nothing();
 
   // Member counts matter only where minProperties / maxProperties are not implied.
   const size_t n = props.size();
@@ -222,11 +226,9 @@ ExprId SchemaCompiler::object_expr(const Json& s, const std::string& pointer) {
 
   std::vector<size_t> first_required(n + 1, n);
   for (size_t i = n; i-- > 0;) first_required[i] = props[i].required ? i : first_required[i + 1];
-  std::vector<ExprId> member(n);
+  std::vector<ExprId> member_value(n);
   for (size_t j = 0; j < n; ++j) {
-    if (props[j].absent) continue;
-    member[j] =
-        b.seq({quote, declared_keys[j], quote, colon, value(props[j].schema, props[j].pointer)});
+    if (!props[j].absent) member_value[j] = value(props[j].schema, props[j].pointer);
   }
 
   // rules[i][c] = S(i, c): after at least one member.
@@ -243,12 +245,27 @@ ExprId SchemaCompiler::object_expr(const Json& s, const std::string& pointer) {
   auto go = [&](size_t i, uint32_t c) { return dead[i][c] ? b.nothing() : b.call(rules[i][c]); };
   const ExprId comma = b.seq({ws_, b.literal(","), ws_});
   const ExprId close = b.literal("}");
+  // Member j's key, then a call of the rest (colon, value, the state after it) as one rule per
+  // (j, c): a state's automaton holds only the keys it may take next, so the states over all
+  // (i, c) grow with the key lengths, not with the values and whitespace around them.
+  std::vector<std::vector<ExprId>> member(n, std::vector<ExprId>(cap + 1, -1));
+  auto member_at = [&](size_t j, uint32_t c) {
+    ExprId& m = member[j][c];
+    if (m >= 0) return m;
+    const ExprId rest = b.seq({colon, member_value[j], go(j + 1, next(c))});
+    m = rest == b.nothing() ? rest
+                            : b.seq({quote, declared_keys[j], quote,
+                                     b.call(b.add_rule(pointer + "/{member " + std::to_string(j) +
+                                                           "," + std::to_string(c) + "}",
+                                                       rest))});
+    return m;
+  };
   // The alternatives from state (i, c); `lead` goes before each member (a comma or nothing).
   auto choices = [&](size_t i, uint32_t c, ExprId lead, bool first) {
     std::vector<ExprId> alts;
     if (can_add(c)) {
       for (size_t j = i; j < n && j <= first_required[i]; ++j) {
-        if (!props[j].absent) alts.push_back(b.seq({lead, member[j], go(j + 1, next(c))}));
+        if (!props[j].absent) alts.push_back(b.seq({lead, member_at(j, c)}));
       }
     }
     if (first_required[i] == n && c >= min_props)
