@@ -93,9 +93,20 @@ Grammar build_grammar(const ConstraintSpec& spec, const GrammarLimits& limits) {
   throw GrammarError("unknown constraint kind");
 }
 
-ConstraintCompiler::ConstraintCompiler(std::shared_ptr<const TokenVocab> vocab, size_t capacity)
-    : vocab_(std::move(vocab)), capacity_(capacity) {
+ConstraintCompiler::ConstraintCompiler(std::shared_ptr<const TokenVocab> vocab, size_t capacity,
+                                       size_t max_bytes, CompileLimits limits)
+    : vocab_(std::move(vocab)), capacity_(capacity), max_bytes_(max_bytes), limits_(limits) {
   if (!vocab_) throw Error("ConstraintCompiler: no vocabulary");
+}
+
+size_t ConstraintCompiler::cached() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return lru_.size();
+}
+
+size_t ConstraintCompiler::cached_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return bytes_;
 }
 
 std::shared_ptr<const CompiledGrammar> ConstraintCompiler::compile(const ConstraintSpec& spec) {
@@ -109,13 +120,16 @@ std::shared_ptr<const CompiledGrammar> ConstraintCompiler::compile(const Constra
   }
   // Compiled without the lock: one slow schema must not hold up requests for cached ones. Two
   // threads compiling the same new spec both do the work; the second result replaces nothing.
-  auto compiled = CompiledGrammar::compile(build_grammar(spec), vocab_);
+  auto compiled = CompiledGrammar::compile(build_grammar(spec), vocab_, limits_);
+  const size_t size = compiled->bytes();
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = index_.find(key); it != index_.end()) return it->second->second;
-  if (capacity_ == 0) return compiled;
+  if (capacity_ == 0 || size > max_bytes_) return compiled;  // served, not kept
   lru_.emplace_front(key, compiled);
   index_.emplace(std::move(key), lru_.begin());
-  while (lru_.size() > capacity_) {
+  bytes_ += size;
+  while (lru_.size() > capacity_ || bytes_ > max_bytes_) {
+    bytes_ -= lru_.back().second->bytes();
     index_.erase(lru_.back().first);
     lru_.pop_back();
   }

@@ -29,18 +29,26 @@ struct ConstraintSpec {
 // The grammar of a spec. json_object: any JSON object. Throws GrammarError.
 Grammar build_grammar(const ConstraintSpec& spec, const GrammarLimits& limits = {});
 
-// Compiles specs against one vocabulary and keeps the most recent `capacity` results.
+// Compiles specs against one vocabulary and keeps the most recent results, at most `capacity`
+// of them and `max_bytes` together (CompiledGrammar::bytes(): distinct schemas are request
+// input, so what they leave behind is bounded in memory, not only in number).
 // Thread-safe (the HTTP threads compile before a request reaches the engine).
 class ConstraintCompiler {
  public:
-  ConstraintCompiler(std::shared_ptr<const TokenVocab> vocab, size_t capacity = 64);
+  ConstraintCompiler(std::shared_ptr<const TokenVocab> vocab, size_t capacity = 64,
+                     size_t max_bytes = size_t{512} << 20, CompileLimits limits = {});
   std::shared_ptr<const CompiledGrammar> compile(const ConstraintSpec& spec);
   const std::shared_ptr<const TokenVocab>& vocab() const { return vocab_; }
+  size_t cached() const;        // entries kept
+  size_t cached_bytes() const;  // their bytes()
 
  private:
   std::shared_ptr<const TokenVocab> vocab_;
   size_t capacity_;
-  std::mutex mu_;
+  size_t max_bytes_;
+  CompileLimits limits_;
+  size_t bytes_ = 0;
+  mutable std::mutex mu_;
   std::list<std::pair<std::string, std::shared_ptr<const CompiledGrammar>>> lru_;
   std::unordered_map<std::string, decltype(lru_)::iterator> index_;
 };

@@ -844,5 +844,11 @@ Grammar GrammarBuilder::build(const GrammarLimits& limits) {
 
 size_t Grammar::state_count() const { return d_ ? d_->states.size() : 0; }
 size_t Grammar::rule_count() const { return d_ ? d_->rules.size() : 0; }
+size_t Grammar::bytes() const {
+  if (!d_) return 0;
+  return d_->rules.size() * sizeof(Data::Rule) + d_->states.size() * sizeof(Data::State) +
+         d_->state_rule.size() * sizeof(int32_t) + d_->next.size() * sizeof(int32_t) +
+         d_->class_maps.size() + d_->calls.size() * sizeof(Data::Call);
+}
 
 }  // namespace lift::structured

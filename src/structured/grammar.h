@@ -71,7 +71,9 @@ class GrammarBuilder {
   // One code point in [lo, hi] (surrogates U+D800..U+DFFF left out) as its UTF-8 bytes.
   ExprId utf8_range(char32_t lo, char32_t hi);
   ExprId seq(std::span<const ExprId> parts);
-  ExprId seq(std::initializer_list<ExprId> parts) { return seq(std::span(parts.begin(), parts.size())); }
+  ExprId seq(std::initializer_list<ExprId> parts) {
+    return seq(std::span(parts.begin(), parts.size()));
+  }
   ExprId alt(std::span<const ExprId> options);
   ExprId alt(std::initializer_list<ExprId> options) {
     return alt(std::span(options.begin(), options.size()));
@@ -125,6 +127,7 @@ class Grammar {
   bool matches(std::string_view text) const;
   size_t state_count() const;
   size_t rule_count() const;
+  size_t bytes() const;  // of its tables
   const Data& data() const { return *d_; }
   bool valid() const { return d_ != nullptr; }
 

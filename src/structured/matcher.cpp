@@ -210,7 +210,7 @@ class StateWalker {
 }  // namespace
 
 std::shared_ptr<const CompiledGrammar> CompiledGrammar::compile(
-    Grammar g, std::shared_ptr<const TokenVocab> vocab, size_t max_compile_steps) {
+    Grammar g, std::shared_ptr<const TokenVocab> vocab, const CompileLimits& limits) {
   if (!g.valid()) throw GrammarError("constraint: empty grammar");
   auto cg = std::shared_ptr<CompiledGrammar>(new CompiledGrammar());
   cg->grammar_ = std::move(g);
@@ -253,9 +253,15 @@ std::shared_ptr<const CompiledGrammar> CompiledGrammar::compile(
   for (size_t s = 0; s < d.states.size(); ++s) {
     if (!reach[s] || !(d.states[s].flags & Data::kHasBytes)) continue;
     steps += walker.walk(static_cast<int32_t>(s), accepted, uncertain);
-    if (steps > max_compile_steps)
+    if (steps > limits.max_steps)
       throw GrammarError("constraint: computing the token masks takes more than its budget of " +
-                         std::to_string(max_compile_steps) + " parser steps");
+                         std::to_string(limits.max_steps) + " parser steps");
+    if (cg->cache_bytes() > limits.max_cache_bytes) {
+      throw GrammarError("constraint: its token-mask cache needs more than its budget of " +
+                         std::to_string(limits.max_cache_bytes >> 20) + " MiB (" +
+                         std::to_string(d.states.size()) +
+                         " automaton states; a smaller schema, e.g. fewer properties, fits)");
+    }
     Cache::Entry& e = c.entries[s];
     size_t n_tokens = 0;
     for (auto [b, end] : accepted) n_tokens += tr.token_begin[end] - tr.token_begin[b];

@@ -24,18 +24,27 @@ struct MatcherLimits {
   size_t max_mask_steps = 50'000'000;
 };
 
+// What computing one constraint's mask cache may cost before it is refused (GrammarError, a 400
+// from the server): a schema is request input, and its time and memory are the server's.
+struct CompileLimits {
+  size_t max_steps = 2'000'000'000;            // parser steps over all states' trie walks
+  size_t max_cache_bytes = size_t{256} << 20;  // the cache's arrays (cache_bytes())
+};
+
 class CompiledGrammar {
  public:
   struct Cache;
   // Walks the vocabulary trie for every state (the time to first mask). Throws GrammarError
-  // when the work passes `max_compile_steps` parser steps.
-  static std::shared_ptr<const CompiledGrammar> compile(
-      Grammar g, std::shared_ptr<const TokenVocab> vocab, size_t max_compile_steps = 2'000'000'000);
+  // past `limits`.
+  static std::shared_ptr<const CompiledGrammar> compile(Grammar g,
+                                                        std::shared_ptr<const TokenVocab> vocab,
+                                                        const CompileLimits& limits = {});
 
   const Grammar& grammar() const { return grammar_; }
   const TokenVocab& vocab() const { return *vocab_; }
   const Cache& cache() const { return *cache_; }
   size_t cache_bytes() const;
+  size_t bytes() const { return grammar_.bytes() + cache_bytes(); }  // what keeping it costs
   ~CompiledGrammar();
 
  private:

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "structured/json_schema.h"
 #include "test_paths.h"
 #include "tokenizer/tokenizer.h"
 
@@ -165,6 +166,53 @@ TEST(StructuredMatcher, Llama3VocabMasksEqualBruteForce) {
   Matcher bad(cg);
   EXPECT_TRUE(bad.accept_bytes("{\"a\": 1"));
   EXPECT_FALSE(bad.accept_bytes("2x"));
+}
+
+// An object schema's grammar calls a rule after each key and for additional members
+// (json_schema_object.cpp): masks across those calls are still exact.
+TEST(StructuredMatcher, SchemaObjectMasksEqualBruteForce) {
+  const Grammar g = json_schema_grammar(nlohmann::ordered_json::parse(R"({"type": "object",
+      "properties": {"a": {"type": "integer"}, "ab": {"type": "string"}, "b": {"type": "boolean"},
+      "c": {"type": "array", "items": {"type": "integer"}}}, "required": ["b"],
+      "maxProperties": 4})"));
+  for (uint32_t seed : {7u, 8u}) {
+    auto v = small_vocab(seed);
+    auto cg = CompiledGrammar::compile(g, v);
+    std::mt19937 rng(seed);
+    std::vector<uint64_t> mask(v->mask_words());
+    int ended = 0;
+    for (int walk = 0; walk < 12; ++walk) {
+      Matcher m(cg);
+      for (int step = 0; step < 120 && !m.is_terminated(); ++step) {
+        m.fill_mask(mask);
+        expect_mask_exact(m, mask, *v, step);
+        std::vector<int32_t> allowed;
+        for (int32_t t = 0; t < v->size(); ++t)
+          if (bit(mask, t)) allowed.push_back(t);
+        ASSERT_FALSE(allowed.empty()) << "a dead end at step " << step;
+        const int32_t pick = step > 60 && bit(mask, 0) ? 0 : allowed[rng() % allowed.size()];
+        ASSERT_TRUE(m.accept(pick));
+      }
+      ended += m.is_terminated();
+    }
+    EXPECT_GT(ended, 0);
+  }
+}
+
+TEST(StructuredMatcher, CacheBudgetRefusesWithAClearError) {
+  auto v = small_vocab(3);
+  CompileLimits tight;
+  tight.max_cache_bytes = 64;
+  try {
+    (void)CompiledGrammar::compile(json_grammar(), v, tight);
+    ADD_FAILURE() << "compiled past its cache budget";
+  } catch (const GrammarError& e) {
+    EXPECT_NE(std::string(e.what()).find("token-mask cache needs more than"), std::string::npos)
+        << e.what();
+  }
+  const auto cg = CompiledGrammar::compile(json_grammar(), v);
+  EXPECT_GT(cg->bytes(), cg->cache_bytes());
+  EXPECT_GT(cg->cache_bytes(), 64u);
 }
 
 }  // namespace
