@@ -522,7 +522,10 @@ ordered_json chat_message(const json& m, const ordered_json& om, const std::stri
   if (present(m, "content")) {
     out["content"] = message_content(m["content"], where + ".content");
   } else if (has_calls || m.contains("content")) {
-    out["content"] = nullptr;  // an assistant turn that only calls tools
+    // null (what OpenAI's SDKs send back for a turn that only called tools), or no content
+    // beside tool calls: the empty string, as vLLM gives string-content templates, which
+    // would otherwise fail on None + str.
+    out["content"] = "";
   } else {
     bad(where + ".content", where + " has no 'content'");
   }

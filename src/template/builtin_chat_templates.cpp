@@ -8,10 +8,39 @@ namespace lift::tmpl {
 
 namespace {
 
-// ChatML (Qwen, Yi, Hermes, ...): no BOS, <|im_start|>ROLE\n...<|im_end|>\n.
+// ChatML (Qwen, Yi, Hermes, ...): no BOS, <|im_start|>ROLE\n...<|im_end|>\n. With tools, a
+// system turn lists them and says how to call one; calls and results are written in the
+// <tool_call> / <tool_response> form the hermes parser reads (what lift announces for it).
 constexpr std::string_view kChatml =
+    "{%- if tools -%}\n"
+    "  {{- '<|im_start|>system\\n' -}}\n"
+    "  {%- if messages[0]['role'] == 'system' -%}"
+    "{{- (messages[0]['content'] or '') + '\\n\\n' -}}{%- endif -%}\n"
+    "  {{- '# Tools\\n\\nThese functions may be called; their signatures, as JSON:\\n<tools>' -}}\n"
+    "  {%- for tool in tools -%}{{- '\\n' + (tool | tojson) -}}{%- endfor -%}\n"
+    "  {{- '\\n</tools>\\n\\nTo call one, write its name and arguments as one JSON object "
+    "between tags:\\n<tool_call>\\n{\"name\": <name>, \"arguments\": <an object>}\\n"
+    "</tool_call><|im_end|>\\n' -}}\n"
+    "{%- endif -%}\n"
     "{%- for message in messages -%}\n"
-    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' -}}\n"
+    "  {%- if message['role'] == 'system' and loop.first and tools -%}\n"
+    "  {%- elif message['role'] == 'tool' -%}\n"
+    "    {{- '<|im_start|>user\\n<tool_response>\\n' + (message['content'] or '') + "
+    "'\\n</tool_response><|im_end|>\\n' -}}\n"
+    "  {%- elif message['role'] == 'assistant' and message['tool_calls'] is defined and "
+    "message['tool_calls'] -%}\n"
+    "    {{- '<|im_start|>assistant\\n' + (message['content'] or '') -}}\n"
+    "    {%- for call in message['tool_calls'] -%}\n"
+    "      {%- if message['content'] or not loop.first -%}{{- '\\n' -}}{%- endif -%}\n"
+    "      {{- '<tool_call>\\n{\"name\": ' + (call['function']['name'] | tojson) + "
+    "', \"arguments\": ' + ((call['function']['arguments'] if call['function']['arguments'] "
+    "is defined else {}) | tojson) + '}\\n</tool_call>' -}}\n"
+    "    {%- endfor -%}\n"
+    "    {{- '<|im_end|>\\n' -}}\n"
+    "  {%- else -%}\n"
+    "    {{- '<|im_start|>' + message['role'] + '\\n' + (message['content'] or '') + "
+    "'<|im_end|>\\n' -}}\n"
+    "  {%- endif -%}\n"
     "{%- endfor -%}\n"
     "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}\n";
 

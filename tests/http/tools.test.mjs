@@ -76,10 +76,10 @@ async function collect(stream) {
   return { message: { role: 'assistant', content: content || null, tool_calls: calls.length ? calls : undefined }, finish };
 }
 
-// The calling turn as the next request sends it back. Content '' where the reply had none:
-// the Qwen3 template that ships in this vocabulary tests `'</think>' in content`, which fails
-// on None (in Python's Jinja2 too), and lift hands templates the client's null as None.
-const back = (m) => ({ ...m, content: m.content ?? '' });
+// The calling turn as the next request sends it back: as the SDK returned it, content null
+// where the reply had none (lift hands templates "" for it, as vLLM: the Qwen3 template in
+// this vocabulary tests `'</think>' in content`, which fails on None).
+const back = (m) => ({ ...m, content: m.content ?? null });
 
 function makeModel(dir, vocab) {
   const out = path.join(dir, `${vocab}.gguf`);

@@ -40,8 +40,8 @@ TEST(ChatRequestInput, TheTemplateSeesTheConversationAsSent) {
                      "chat_template_kwargs": {"enable_thinking": true}})"),
             R"([{"content": "x", "role": "user"}]|[{"type": "function", "function": {"name": "f", )"
             R"("description": "d"}}]|False|True)");
-  // Text parts are joined; a tool-calling turn without content gets None; arguments sent as
-  // a JSON string become an object.
+  // Text parts are joined; a tool-calling turn without content gets "" (as vLLM); arguments
+  // sent as a JSON string become an object.
   EXPECT_EQ(
       seen(R"({"messages": [
         {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
@@ -50,7 +50,9 @@ TEST(ChatRequestInput, TheTemplateSeesTheConversationAsSent) {
         {"role": "tool", "tool_call_id": "c1", "content": "ok"}]})"),
       R"([{"role": "user", "content": "ab"}, {"role": "assistant", "tool_calls": [{"id": "c1", )"
       R"("type": "function", "function": {"name": "f", "arguments": {"z": 1, "a": [true]}}}], )"
-      R"("content": null}, {"role": "tool", "tool_call_id": "c1", "content": "ok"}]|null|True|False)");
+      R"("content": ""}, {"role": "tool", "tool_call_id": "c1", "content": "ok"}]|null|True|False)");
+  EXPECT_EQ(seen(R"({"messages": [{"role": "user", "content": null}]})"),
+            R"([{"role": "user", "content": ""}]|null|True|False)");
   // Arguments that are not a JSON object stay the string they were.
   EXPECT_NE(seen(R"({"messages": [{"role": "assistant", "content": null, "tool_calls": [
                      {"function": {"name": "f", "arguments": "not json"}}]}]})")
@@ -94,9 +96,24 @@ TEST(ChatRequestInput, BadFieldsAndRefusalsAre400s) {
                    "chat_template_kwargs": {"messages": []}})",
                echo());
   EXPECT_NE(std::string(e.what()).find("may not set 'messages'"), std::string::npos) << e.what();
-  // A template error on the data (None + str) is a 400 too, not a crash or a 500.
-  e = error_of(R"({"messages": [{"role": "user", "content": null}]})", ChatFormat::chatml);
+  // A template error on the data (str + int) is a 400 too, not a crash or a 500.
+  const ChatTemplate adds("{{ messages[0]['content'] + 1 }}", "adding");
+  e = error_of(R"({"messages": [{"role": "user", "content": "x"}]})", adds);
   EXPECT_EQ(e.status(), 400);
+  // The OpenAI tool round trip (the SDK's assistant turn has content null) renders with the
+  // built-in ChatML, its calls written as the hermes parser reads them.
+  const std::string round_trip =
+      render_chat_text(context(ChatFormat::chatml), parse_chat_input(R"({"messages": [
+        {"role": "user", "content": "x"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "1", "type": "function",
+          "function": {"name": "f", "arguments": "{\"a\": 1}"}}]},
+        {"role": "tool", "tool_call_id": "1", "content": "r"}]})"));
+  EXPECT_NE(
+      round_trip.find("<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>"),
+      std::string::npos)
+      << round_trip;
+  EXPECT_NE(round_trip.find("<tool_response>\nr\n</tool_response>"), std::string::npos)
+      << round_trip;
 }
 
 TEST(ChatRequestTokenize, MessagesAreRenderedThenTokenized) {

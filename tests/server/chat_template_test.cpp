@@ -127,9 +127,10 @@ TEST(ChatTemplateRender, RaiseExceptionIsARefusalWithTheTemplatesMessage) {
   }
   // A template that fails on the data (string + None) is an error, not a refusal.
   in.messages = json::array({{{"role", "user"}, {"content", nullptr}}});
-  EXPECT_THROW((void)ChatTemplate(ChatFormat::chatml).render(in, "", ""), Error);
+  const ChatTemplate adds("{{ 'x' + messages[0]['content'] }}", "adding");
+  EXPECT_THROW((void)adds.render(in, "", ""), Error);
   try {
-    (void)ChatTemplate(ChatFormat::chatml).render(in, "", "");
+    (void)adds.render(in, "", "");
   } catch (const ChatTemplateRefused&) {
     ADD_FAILURE() << "a type error is not raise_exception";
   } catch (const Error&) {
