@@ -150,10 +150,18 @@ describe('origins, hosts and hostile bodies (default server: loopback, no key)',
       ['GET /health HTTP/1.1\r\nHost: x\r\n folded\r\n\r\n', 400],
       [raw('DELETE', '/v1/completions', { headers: { Connection: 'close' } }), 405],
     ];
+    bad.push([raw('POST', '/v1/completions', { headers: { 'Transfer-Encoding': 'gzip, chunked' }, body: '0\r\n\r\n' }), 501]);
     for (const [req, status] of bad) {
       const r = await rawHttp(srv, [req]);
       assert.deepEqual(statuses(r.text), [status], `${JSON.stringify(req.slice(0, 80))} -> ${r.text.slice(0, 200)}`);
+      // Refused before the head was whole or not: an id to quote all the same.
+      assert.match(r.text, /x-request-id: req-\S+\r\n/i, r.text.slice(0, 300));
     }
+    // HEAD on a GET route: the GET's head (its Content-Length), no body.
+    const headOnly = await rawHttp(srv, [raw('HEAD', '/health', { headers: { Connection: 'close' } })]);
+    assert.deepEqual(statuses(headOnly.text), [200], headOnly.text);
+    assert.match(headOnly.text, /content-length: 15\r\n/i);
+    assert.ok(headOnly.text.endsWith("\r\n\r\n"), JSON.stringify(headOnly.text));
     await assertServes(srv, 'after malformed requests');
   });
 

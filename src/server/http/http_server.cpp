@@ -91,6 +91,12 @@ struct Route {
   bool run_inline = false;
 };
 
+// HEAD runs a GET route where no HEAD one is registered (RFC 9110 9.3.2); respond() sends its
+// head only. Uptime checkers probe /health so.
+std::string route_method(const std::map<std::string, Route>& methods, const std::string& m) {
+  return m == "HEAD" && !methods.count("HEAD") && methods.count("GET") ? "GET" : m;
+}
+
 // closing: the server is done with the connection (a refusal, or a response that ends it) and
 // has shut down its side; it reads and discards until the client closes or kLinger passes,
 // so that closing with unread request bytes does not reset the answer away.
@@ -351,6 +357,9 @@ struct Server::Impl {
 
   // A complete response for the current request (not an async one).
   void respond(Conn& c, Response r, const Usage& use, bool close) {
+    // A request refused before its head was whole (400, 408, 413, 431, ...) still gets an id
+    // to quote: the client's own where it sent a sane one, else the next of ours.
+    if (c.req.id.empty()) c.req.id = request_id(c.req, next_request++);
     if (hooks.decorate) hooks.decorate(c.req, r.headers);
     const bool body_left = c.state == ConnState::head || c.state == ConnState::body;
     close = close || !c.req.keep_alive || body_left || stopping.load();
@@ -391,7 +400,7 @@ struct Server::Impl {
   void dispatch(Conn& c) {
     c.state = ConnState::handling;
     const auto pit = routes.find(c.req.path);
-    const Route& route = pit->second.at(c.req.method);
+    const Route& route = pit->second.at(route_method(pit->second, c.req.method));
     if (route.run_inline) {
       Reply r = run_handler(route.handler, c.req);
       on_reply(c, std::move(r));
@@ -503,11 +512,12 @@ struct Server::Impl {
                 {}, false);
         return;
       }
-      if (!pit->second.count(c.req.method)) {
+      if (!pit->second.count(route_method(pit->second, c.req.method))) {
         Response r = error_response(
             405, "method " + c.req.method.substr(0, 32) + " is not allowed on " + c.req.path);
         std::string allow;
         for (const auto& [m, _] : pit->second) allow += (allow.empty() ? "" : ", ") + m;
+        if (pit->second.count("GET") && !pit->second.count("HEAD")) allow += ", HEAD";
         r.headers.emplace_back("Allow", allow);
         respond(c, std::move(r), {}, false);
         return;

@@ -166,12 +166,22 @@ HeadResult parse_head(std::string_view in, const ParseLimits& limits, Request& r
       content_length = req.headers.size() - 1;
     } else if (iequals(name, "Transfer-Encoding")) {
       has_te = true;
-      // Only "chunked", and only as the last coding, frames a request body (§6.3).
-      const size_t comma = v.rfind(',');
-      chunked =
-          iequals(trim_ows(comma == std::string::npos ? std::string_view(v)
-                                                      : std::string_view(v).substr(comma + 1)),
-                  "chunked");
+      // Codings over all Transfer-Encoding lines, in order: lift decodes "chunked" alone (a
+      // compression under it would reach the handler undecoded: 501), and chunked applied
+      // twice is malformed (RFC 9112 6.1: 400).
+      for (std::string_view codings = v; !codings.empty();) {
+        const size_t comma = codings.find(',');
+        const std::string_view coding = trim_ows(codings.substr(0, comma));
+        if (!coding.empty()) {
+          if (!iequals(coding, "chunked")) {
+            return error(501, "unsupported Transfer-Encoding '" + v.substr(0, 32) + "'");
+          }
+          if (chunked) return error(400, "Transfer-Encoding applies chunked twice");
+          chunked = true;
+        }
+        if (comma == std::string_view::npos) break;
+        codings.remove_prefix(comma + 1);
+      }
       if (!chunked) return error(501, "unsupported Transfer-Encoding '" + v.substr(0, 32) + "'");
     } else if (iequals(name, "Connection")) {
       close = close || lists_token(v, "close");

@@ -67,6 +67,12 @@ TEST(HttpRequestParser, RefusesWhatMustBeRefused) {
       {"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
        400},
       {"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n", 501},
+      // A coding lift does not decode under chunked, and chunked twice (also over two lines).
+      {"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501},
+      {"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, chunked\r\n\r\n", 400},
+      {"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: "
+       "chunked\r\n\r\n",
+       400},
       {"POST / HTTP/1.1\r\nHost: a\r\nExpect: tea\r\n\r\n", 417},
   };
   for (const Case& c : cases) {
