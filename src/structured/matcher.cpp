@@ -6,8 +6,11 @@
 // the real stack, sharing the work of common prefixes.
 #include "structured/matcher.h"
 
+#include <xxhash.h>
+
 #include <algorithm>
 #include <cstring>
+#include <unordered_map>
 
 #include "structured/grammar_data.h"
 #include "structured/parse_stack.h"
@@ -246,6 +249,8 @@ std::shared_ptr<const CompiledGrammar> CompiledGrammar::compile(
     }
   }
 
+  std::unordered_map<uint64_t, std::vector<int32_t>> bitset_index;            // by XXH3 of the set
+  std::unordered_map<uint64_t, std::vector<const Cache::Entry*>> list_index;  // of the list
   StateWalker walker(d, v);
   std::vector<std::pair<uint32_t, uint32_t>> accepted;
   std::vector<std::pair<std::string_view, uint32_t>> uncertain;
@@ -272,12 +277,40 @@ std::shared_ptr<const CompiledGrammar> CompiledGrammar::compile(
       for (auto [b, end] : accepted)
         for (uint32_t k = tr.token_begin[b]; k < tr.token_begin[end]; ++k)
           set_bit(m, tr.node_tokens[k]);
+      // States with the same set share one copy (a 128k vocabulary's set is 16 KB, and the
+      // string, number and whitespace states of a large schema repeat the same few sets).
+      const size_t set_bytes = c.words * sizeof(uint64_t);
+      auto& same = bitset_index[XXH3_64bits(m, set_bytes)];
+      const auto copy = std::find_if(same.begin(), same.end(), [&](int32_t other) {
+        return std::memcmp(c.bitsets.data() + static_cast<size_t>(other) * c.words, m, set_bytes) ==
+               0;
+      });
+      if (copy != same.end()) {
+        c.bitsets.resize(c.bitsets.size() - c.words);
+        e.bitset = *copy;
+      } else {
+        same.push_back(e.bitset);
+      }
     } else {
       e.acc_begin = static_cast<uint32_t>(c.acc_tokens.size());
       for (auto [b, end] : accepted)
         for (uint32_t k = tr.token_begin[b]; k < tr.token_begin[end]; ++k)
           c.acc_tokens.push_back(tr.node_tokens[k]);
       e.acc_count = static_cast<uint32_t>(c.acc_tokens.size() - e.acc_begin);
+      // Lists are shared the same way (the key states of a large object repeat them).
+      const int32_t* list = c.acc_tokens.data() + e.acc_begin;
+      const size_t list_bytes = e.acc_count * sizeof(int32_t);
+      auto& same = list_index[XXH3_64bits(list, list_bytes)];
+      const auto copy = std::find_if(same.begin(), same.end(), [&](const Cache::Entry* other) {
+        return other->acc_count == e.acc_count &&
+               std::memcmp(c.acc_tokens.data() + other->acc_begin, list, list_bytes) == 0;
+      });
+      if (copy != same.end()) {
+        c.acc_tokens.resize(e.acc_begin);
+        e.acc_begin = (*copy)->acc_begin;
+      } else {
+        same.push_back(&e);
+      }
     }
     std::sort(uncertain.begin(), uncertain.end());
     e.suf_begin = static_cast<uint32_t>(c.suffixes.size());

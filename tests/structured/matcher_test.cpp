@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "structured/json_schema.h"
+#include "structured/regex.h"
 #include "test_paths.h"
 #include "tokenizer/tokenizer.h"
 
@@ -213,6 +214,31 @@ TEST(StructuredMatcher, CacheBudgetRefusesWithAClearError) {
   const auto cg = CompiledGrammar::compile(json_grammar(), v);
   EXPECT_GT(cg->bytes(), cg->cache_bytes());
   EXPECT_GT(cg->cache_bytes(), 64u);
+}
+
+// States whose accepted sets are equal share one copy (a large schema's string and key states
+// repeat a few sets; at 128k tokens a set is 16 KB): 300 states of [a-z] take about one set's
+// bytes, not 300 (the same for the short lists, [a-c]).
+TEST(StructuredMatcher, EqualAcceptedSetsAreStoredOnce) {
+  std::vector<std::string> tokens{"<end>"};
+  for (char a = 'a'; a <= 'z'; ++a) {
+    tokens.emplace_back(1, a);
+    for (char b = 'a'; b <= 'z'; ++b) tokens.push_back(std::string{a, b});
+  }
+  const auto v = std::make_shared<const TokenVocab>(std::move(tokens), std::vector<int32_t>{0});
+  for (const char* pattern : {"[a-z]{300}", "[a-c]{300}"}) {
+    GrammarBuilder b;
+    b.set_start(b.add_rule("r", compile_regex(pattern, b)));
+    const auto cg = CompiledGrammar::compile(b.build(), v);
+    // Entries are 20 bytes a state; one [a-z] set is 88 bytes as a bitset, a [a-c] one 48 as
+    // a list: with 300 copies the cache measured 35 KB and 21 KB.
+    EXPECT_LT(cg->cache_bytes(), 300u * 20u + 4000u) << pattern;
+    Matcher m(cg);
+    EXPECT_TRUE(m.accept_bytes(std::string(299, pattern[3])));
+    EXPECT_FALSE(m.can_end());
+    EXPECT_TRUE(m.accept_bytes(std::string(1, pattern[1])));
+    EXPECT_TRUE(m.can_end());
+  }
 }
 
 }  // namespace
