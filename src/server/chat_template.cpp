@@ -39,6 +39,28 @@ constexpr std::array<std::string_view, 7> kEndMarkers{
     "<\xEF\xBD\x9C"
     "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"};  // DeepSeek
 
+// continue_final_message: the text up to the end of the final message's content (spaces around
+// it dropped, as Hugging Face does: templates often trim it), found from the back.
+std::string cut_after_final_message(const std::string& text, const nlohmann::ordered_json& ms) {
+  const auto& last = ms.back();
+  if (!last.is_object() || last.value("role", "") != "assistant" || !last.contains("content") ||
+      !last["content"].is_string()) {
+    throw Error("continue_final_message needs the last message to be an assistant turn with text");
+  }
+  const std::string& content = last["content"].get_ref<const std::string&>();
+  const size_t b = content.find_first_not_of(" \t\n\r");
+  const std::string core = b == std::string::npos
+                               ? std::string()
+                               : content.substr(b, content.find_last_not_of(" \t\n\r") - b + 1);
+  const size_t at = text.rfind(core);
+  if (at == std::string::npos) {
+    throw Error(
+        "continue_final_message: the chat template does not write the last message's "
+        "text as it is");
+  }
+  return text.substr(0, at + core.size());
+}
+
 }  // namespace
 
 std::string_view chat_format_name(ChatFormat f) {
@@ -109,7 +131,9 @@ std::string ChatTemplate::render(const ChatInput& in, std::string_view bos_text,
     }
   }
   try {
-    return impl_->program.render(tmpl::from_json(ctx).obj());
+    std::string text = impl_->program.render(tmpl::from_json(ctx).obj());
+    if (in.continue_final_message) text = cut_after_final_message(text, in.messages);
+    return text;
   } catch (const tmpl::TemplateRaise& e) {
     throw ChatTemplateRefused(e.what());
   } catch (const tmpl::TemplateError& e) {

@@ -57,6 +57,9 @@ struct ChatInput {
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   nlohmann::ordered_json tools;  // null or an array
   bool add_generation_prompt = true;
+  // The rendering ends inside the final (assistant) message, right after its text, so that the
+  // model goes on writing it (vLLM's and Hugging Face's continue_final_message).
+  bool continue_final_message = false;
   nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();  // chat_template_kwargs
 };
 

@@ -51,14 +51,16 @@ class BasicDepthLimitedBuilder : public json::json_sax_t {
     return true;
   }
   bool parse_error(std::size_t position, const std::string&,
-                   const nlohmann::detail::exception&) override {
+                   const nlohmann::detail::exception& e) override {
     error_pos_ = position;
+    overflow_ = e.id == 406;  // a number past double's range (1e99999): JSON, but unusable
     return false;
   }
 
   json& root() { return root_; }
   bool too_deep() const { return too_deep_; }
   size_t error_pos() const { return error_pos_; }
+  bool overflow() const { return overflow_; }
 
  private:
   // Stores v where the parser is (the root, the next array element or the current key's
@@ -92,6 +94,7 @@ class BasicDepthLimitedBuilder : public json::json_sax_t {
   std::string key_;
   bool too_deep_ = false;
   size_t error_pos_ = 0;
+  bool overflow_ = false;
 };
 using DepthLimitedBuilder = BasicDepthLimitedBuilder<json>;
 
@@ -109,14 +112,28 @@ double number(const json& v, const std::string& name, double lo, double hi) {
   return x;
 }
 
+// A float with a whole value (5.0, 3e0) counts as that integer, as pydantic's lax mode takes
+// it for vLLM; what lies outside int64 is left to the range checks.
+bool whole_float(const json& v) {
+  if (!v.is_number_float()) return false;
+  const double d = v.get<double>();
+  return std::isfinite(d) && d == std::floor(d);
+}
+
 int64_t integer(const json& v, const std::string& name, int64_t lo, int64_t hi) {
-  if (!v.is_number_integer()) {
+  if (!v.is_number_integer() && !whole_float(v)) {
     bad(name, "'" + name + "' must be an integer, got " + describe_json(v));
   }
-  const bool too_big =
-      v.is_number_unsigned() &&
-      v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
-  const int64_t x = too_big ? 0 : v.get<int64_t>();
+  bool too_big = v.is_number_unsigned() &&
+                 v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  int64_t x = 0;
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    too_big = !(d >= -9.2e18 && d <= 9.2e18);
+    if (!too_big) x = static_cast<int64_t>(d);
+  } else if (!too_big) {
+    x = v.get<int64_t>();
+  }
   if (too_big || x < lo || x > hi) {
     bad(name, "'" + name + "' must be between " + std::to_string(lo) + " and " +
                   std::to_string(hi) + ", got " + describe_json(v));
@@ -220,9 +237,16 @@ void parse_common(const json& b, const ApiContext& ctx, ApiRequest& r) {
   }
   if (present(b, "seed")) {
     const json& s = b["seed"];
-    if (!s.is_number_integer()) bad("seed", "'seed' must be an integer, got " + describe_json(s));
-    p.sampling.seed =
-        s.is_number_unsigned() ? s.get<uint64_t>() : static_cast<uint64_t>(s.get<int64_t>());
+    if (whole_float(s)) {
+      // Beyond 2^64 JSON parsers hand over a double: an integer still, but out of range.
+      p.sampling.seed = static_cast<uint64_t>(integer(
+          s, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
+    } else if (!s.is_number_integer()) {
+      bad("seed", "'seed' must be an integer, got " + describe_json(s));
+    } else {
+      p.sampling.seed =
+          s.is_number_unsigned() ? s.get<uint64_t>() : static_cast<uint64_t>(s.get<int64_t>());
+    }
   } else {
     static std::atomic<uint64_t> counter{0x9e3779b97f4a7c15ULL};
     p.sampling.seed =
@@ -404,9 +428,15 @@ json parse_json_object(std::string_view body) {
                               std::to_string(kMaxJsonDepth) +
                               " levels deep; no OpenAI request needs that many.");
     }
-    throw ApiError(400, "The request body is not valid JSON (error at byte " +
-                            std::to_string(b.error_pos()) + " of " + std::to_string(body.size()) +
-                            ").");
+    if (body.empty()) throw ApiError(400, "The request body is empty; send a JSON object.");
+    // The parser counts the end of input as a byte read: name the last real one at most.
+    const std::string at =
+        std::to_string(std::min(b.error_pos(), body.size())) + " of " + std::to_string(body.size());
+    if (b.overflow()) {
+      throw ApiError(400,
+                     "The request body has a number too large to represent (at byte " + at + ").");
+    }
+    throw ApiError(400, "The request body is not valid JSON (error at byte " + at + ").");
   }
   if (!b.root().is_object()) {
     throw ApiError(400,
@@ -447,7 +477,7 @@ ApiRequest parse_completion_request(const std::string& body, const ApiContext& c
     }
   } else if (pr.is_array() && pr.size() == 1 && pr[0].is_string()) {
     r.prompt = encode(ctx.tok, pr[0].get_ref<const std::string&>(), add_bos, false, "prompt");
-  } else if (pr.is_array()) {
+  } else if (pr.is_array() && (pr[0].is_string() || pr[0].is_array())) {
     bad("prompt",
         "batched prompts are not supported: send one prompt (a string or an array of "
         "token ids) per request");
@@ -559,6 +589,19 @@ ChatInput parse_chat_input(const json& b, const ordered_json& ob) {
   }
   if (present(b, "add_generation_prompt")) {
     in.add_generation_prompt = boolean(b["add_generation_prompt"], "add_generation_prompt");
+  }
+  if (present(b, "continue_final_message")) {
+    in.continue_final_message = boolean(b["continue_final_message"], "continue_final_message");
+    if (in.continue_final_message && in.add_generation_prompt) {
+      bad("continue_final_message",
+          "'continue_final_message' and 'add_generation_prompt' cannot both be true (set "
+          "'add_generation_prompt': false to continue the last assistant message)");
+    }
+  }
+  if (present(b, "chat_template")) {
+    // vLLM takes one only from servers started to trust it: a template is code the server runs.
+    bad("chat_template",
+        "a per-request 'chat_template' is not accepted; start lift serve with --chat-template");
   }
   if (present(b, "chat_template_kwargs")) {
     if (!b["chat_template_kwargs"].is_object()) {

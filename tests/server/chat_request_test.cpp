@@ -116,6 +116,28 @@ TEST(ChatRequestInput, BadFieldsAndRefusalsAre400s) {
       << round_trip;
 }
 
+// continue_final_message (vLLM's): the prompt stops right after the last assistant text, so
+// the model goes on with it; with add_generation_prompt also true it is a 400, as in vLLM.
+TEST(ChatRequestInput, ContinueFinalMessageEndsInsideTheLastTurn) {
+  const std::string text = render_chat_text(
+      context(ChatFormat::chatml),
+      parse_chat_input(R"({"messages": [{"role": "user", "content": "Tell a story"},
+          {"role": "assistant", "content": "Once upon "}], "add_generation_prompt": false,
+          "continue_final_message": true})"));
+  EXPECT_EQ(text, "<|im_start|>user\nTell a story<|im_end|>\n<|im_start|>assistant\nOnce upon");
+  ApiError e = error_of(R"({"messages": [{"role": "assistant", "content": "x"}],
+                            "continue_final_message": true})",
+                        echo());
+  EXPECT_EQ(e.param(), "continue_final_message");
+  e = error_of(R"({"messages": [{"role": "user", "content": "x"}], "add_generation_prompt": false,
+                   "continue_final_message": true})",
+               ChatFormat::chatml);
+  EXPECT_NE(std::string(e.what()).find("assistant turn"), std::string::npos) << e.what();
+  e = error_of(R"({"messages": [{"role": "user", "content": "x"}], "chat_template": "{{ 1 }}"})",
+               echo());
+  EXPECT_EQ(e.param(), "chat_template");
+}
+
 TEST(ChatRequestTokenize, MessagesAreRenderedThenTokenized) {
   const ApiContext ctx = context(ChatFormat::llama3);
   const std::string body = R"({"messages": [{"role": "user", "content": "Hi"}]})";

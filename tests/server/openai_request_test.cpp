@@ -119,7 +119,11 @@ TEST(OpenAiRequestNesting, MalformedJsonNamesTheOffsetNotTheText) {
   // Ill-formed UTF-8 inside a string is malformed JSON too.
   expect_short_error(completion_error("{\"prompt\": \"\xC0\x80\"}"), 400, "not valid JSON");
   expect_short_error(completion_error("[1, 2, 3]"), 400, "must be a JSON object");
-  expect_short_error(completion_error(""), 400, "not valid JSON");
+  expect_short_error(completion_error(""), 400, "body is empty");
+  // The offset never runs past the body (the parser counts the end of input as a byte).
+  expect_short_error(completion_error(R"({"prompt": "hi")"), 400, "byte 15 of 15");
+  expect_short_error(completion_error(R"({"prompt": "hi", "temperature": 1e99999})"), 400,
+                     "number too large");
 }
 
 // ---- Huge values in error paths --------------------------------------------------------------
@@ -210,11 +214,25 @@ TEST(OpenAiRequestErrors, IntegerEdgeCases) {
   const ApiError e = completion_error(R"({"prompt": "hi", "max_tokens": 18446744073709551615})");
   expect_short_error(e, 400, "18446744073709551615");
   expect_short_error(completion_error(R"({"prompt": "hi", "n": 2.5})"), 400, "got 2.5");
+  // A whole float is that integer (pydantic's lax mode, as vLLM takes it); a seed past 2^64
+  // arrives as a double and is out of range, not "not an integer".
+  EXPECT_EQ(parse_completion_request(R"({"prompt": "hi", "max_tokens": 5.0})", context())
+                .params.max_tokens,
+            5);
+  EXPECT_EQ(
+      parse_completion_request(R"({"prompt": "hi", "seed": 3e0})", context()).params.sampling.seed,
+      3u);
+  expect_short_error(completion_error(R"({"prompt": "hi", "seed": 18446744073709551616})"), 400,
+                     "between");
+  expect_short_error(completion_error(R"({"prompt": "hi", "max_tokens": 1e300})"), 400, "between");
   expect_short_error(completion_error(R"({"prompt": "hi", "logit_bias": {" 13": 1}})"), 400,
                      "\" 13\"");
   expect_short_error(completion_error(R"({"prompt": "hi", "logit_bias": {"+13": 1}})"), 400,
                      "\"+13\"");
   expect_short_error(completion_error(R"({"prompt": []})"), 400, "empty");
+  expect_short_error(completion_error(R"({"prompt": [true]})"), 400,
+                     "must be a string or an array of token ids, got an array");
+  expect_short_error(completion_error(R"({"prompt": ["a", "b"]})"), 400, "batched prompts");
   const ApiRequest r =
       parse_completion_request(R"({"prompt": "hi", "logit_bias": {"13": -5}})", context());
   ASSERT_EQ(r.params.sampling.logit_bias.size(), 1u);
