@@ -76,6 +76,13 @@ bool bit(const std::vector<uint64_t>& m, int32_t t) {
   return (m[static_cast<size_t>(t) >> 6] >> (t & 63)) & 1;
 }
 
+std::vector<int32_t> allowed_tokens(const std::vector<uint64_t>& mask, const TokenVocab& v) {
+  std::vector<int32_t> out;
+  for (int32_t t = 0; t < v.size(); ++t)
+    if (bit(mask, t)) out.push_back(t);
+  return out;
+}
+
 // The mask must say exactly which tokens a copy of the matcher accepts.
 void expect_mask_exact(const Matcher& m, const std::vector<uint64_t>& mask, const TokenVocab& v,
                        int step) {
@@ -100,9 +107,7 @@ TEST(StructuredMatcher, MasksEqualBruteForceOnRandomWalks) {
       for (; steps < 150 && !m.is_terminated(); ++steps, ++total) {
         m.fill_mask(mask);
         expect_mask_exact(m, mask, *v, steps);
-        std::vector<int32_t> allowed;
-        for (int32_t t = 0; t < v->size(); ++t)
-          if (bit(mask, t)) allowed.push_back(t);
+        std::vector<int32_t> allowed = allowed_tokens(mask, *v);
         ASSERT_FALSE(allowed.empty()) << "a dead end at step " << steps;
         // Take the end token as soon as it is allowed after a while, so walks finish.
         if (steps < 100 && allowed.size() > 1 && allowed[0] == 0) allowed.erase(allowed.begin());
@@ -187,9 +192,7 @@ TEST(StructuredMatcher, SchemaObjectMasksEqualBruteForce) {
       for (int step = 0; step < 120 && !m.is_terminated(); ++step) {
         m.fill_mask(mask);
         expect_mask_exact(m, mask, *v, step);
-        std::vector<int32_t> allowed;
-        for (int32_t t = 0; t < v->size(); ++t)
-          if (bit(mask, t)) allowed.push_back(t);
+        std::vector<int32_t> allowed = allowed_tokens(mask, *v);
         ASSERT_FALSE(allowed.empty()) << "a dead end at step " << step;
         const int32_t pick = step > 60 && bit(mask, 0) ? 0 : allowed[rng() % allowed.size()];
         ASSERT_TRUE(m.accept(pick));
