@@ -1,6 +1,7 @@
 #include "model/model_config.h"
 
 #include <cmath>
+#include <cstdio>
 
 #include "gguf/gguf_file.h"
 #include "util/error.h"
@@ -25,9 +26,15 @@ int64_t require_int(const gguf::File& f, const std::string& key, int64_t lo, int
 double float_in(const gguf::File& f, const std::string& key, double fallback, double lo,
                 double hi) {
   const double v = f.get_float(key).value_or(fallback);
-  if (!(v >= lo && v <= hi)) {
-    throw Error(f.path() + ": metadata '" + key + "' = " + std::to_string(v) +
-                " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  // Files store these as f32: a bound counts as its nearest f32 (1e-12f is just below 1e-12).
+  if (!(v >= static_cast<float>(lo) && v <= static_cast<float>(hi))) {
+    auto g = [](double x) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%g", x);
+      return std::string(buf);
+    };
+    throw Error(f.path() + ": metadata '" + key + "' = " + g(v) + " is out of range [" + g(lo) +
+                ", " + g(hi) + "]");
   }
   return v;
 }

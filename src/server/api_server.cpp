@@ -204,9 +204,9 @@ std::optional<http::Response> on_head(const Api& a, const http::Request& req) {
     // CORS preflight (the origin was allowed above), or a plain OPTIONS.
     http::Response r;
     r.status = 204;
-    r.headers.emplace_back("Allow", "GET, POST, OPTIONS");
+    r.headers.emplace_back("Allow", "GET, HEAD, POST, OPTIONS");
     if (origin) {
-      r.headers.emplace_back("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      r.headers.emplace_back("Access-Control-Allow-Methods", "GET, HEAD, POST, OPTIONS");
       r.headers.emplace_back("Access-Control-Allow-Headers",
                              "Authorization, Content-Type, X-Request-Id, OpenAI-Organization, "
                              "OpenAI-Project, X-Stainless-Arch, X-Stainless-Lang, "

@@ -39,28 +39,6 @@ constexpr std::array<std::string_view, 7> kEndMarkers{
     "<\xEF\xBD\x9C"
     "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"};  // DeepSeek
 
-// continue_final_message: the text up to the end of the final message's content (spaces around
-// it dropped, as Hugging Face does: templates often trim it), found from the back.
-std::string cut_after_final_message(const std::string& text, const nlohmann::ordered_json& ms) {
-  const auto& last = ms.back();
-  if (!last.is_object() || last.value("role", "") != "assistant" || !last.contains("content") ||
-      !last["content"].is_string()) {
-    throw Error("continue_final_message needs the last message to be an assistant turn with text");
-  }
-  const std::string& content = last["content"].get_ref<const std::string&>();
-  const size_t b = content.find_first_not_of(" \t\n\r");
-  const std::string core = b == std::string::npos
-                               ? std::string()
-                               : content.substr(b, content.find_last_not_of(" \t\n\r") - b + 1);
-  const size_t at = text.rfind(core);
-  if (at == std::string::npos) {
-    throw Error(
-        "continue_final_message: the chat template does not write the last message's "
-        "text as it is");
-  }
-  return text.substr(0, at + core.size());
-}
-
 }  // namespace
 
 std::string_view chat_format_name(ChatFormat f) {
@@ -116,6 +94,39 @@ const std::string& ChatTemplate::source() const { return impl_->source; }
 const std::string& ChatTemplate::origin() const { return impl_->origin; }
 const std::vector<std::string>& ChatTemplate::end_markers() const { return impl_->end_markers; }
 
+// continue_final_message: the text up to the end of the last message's text, so that the
+// model goes on with it. A marker after the text finds the end (searching for the text itself
+// could land in markup after it: "end" in "<|im_end|>"); the text's trailing whitespace stays
+// where the template keeps it (`plain`, rendered as usual, has it at the same place) and goes
+// where the template trims it, as Hugging Face decides.
+std::string ChatTemplate::continue_final_message(const nlohmann::ordered_json& ctx,
+                                                 const std::string& plain) const {
+  static constexpr std::string_view kMarker = "<<lift: the final message ends here>>";
+  const auto& last = ctx["messages"].back();
+  if (!last.is_object() || !last.contains("content") || !last["content"].is_string()) {
+    throw Error("continue_final_message needs the last message to have text content");
+  }
+  const std::string& content = last["content"].get_ref<const std::string&>();
+  nlohmann::ordered_json marked = ctx;
+  marked["messages"].back()["content"] = content + std::string(kMarker);
+  std::string text = impl_->program.render(tmpl::from_json(marked).obj());
+  const size_t at = text.rfind(kMarker);
+  if (at == std::string::npos) {
+    throw Error(
+        "continue_final_message: the chat template does not write the last message's "
+        "text as it is");
+  }
+  text.resize(at);
+  const size_t kept = content.find_last_not_of(" \t\n\r");
+  const size_t trailing = content.size() - (kept == std::string::npos ? 0 : kept + 1);
+  const std::string_view tail = std::string_view(content).substr(content.size() - trailing);
+  if (trailing > 0 && text.ends_with(tail) &&
+      std::string_view(plain).substr(std::min(plain.size(), at - trailing), trailing) != tail) {
+    text.resize(at - trailing);
+  }
+  return text;
+}
+
 std::string ChatTemplate::render(const ChatInput& in, std::string_view bos_text,
                                  std::string_view eos_text) const {
   nlohmann::ordered_json ctx = {
@@ -132,7 +143,7 @@ std::string ChatTemplate::render(const ChatInput& in, std::string_view bos_text,
   }
   try {
     std::string text = impl_->program.render(tmpl::from_json(ctx).obj());
-    if (in.continue_final_message) text = cut_after_final_message(text, in.messages);
+    if (in.continue_final_message) text = continue_final_message(ctx, text);
     return text;
   } catch (const tmpl::TemplateRaise& e) {
     throw ChatTemplateRefused(e.what());

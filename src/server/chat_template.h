@@ -84,6 +84,8 @@ class ChatTemplate {
  private:
   struct Impl;
   static std::shared_ptr<const Impl> builtin(ChatFormat f);
+  std::string continue_final_message(const nlohmann::ordered_json& ctx,
+                                     const std::string& plain) const;
   std::shared_ptr<const Impl> impl_;
 };
 

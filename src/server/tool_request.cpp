@@ -113,12 +113,16 @@ class GrammarCache {
     lru_.splice(lru_.begin(), lru_, it->second);
     return it->second->second;
   }
+  // Bounded in bytes as well as entries: the tools are request input (ConstraintCompiler).
   void put(std::string key, std::shared_ptr<const st::CompiledGrammar> g) {
+    const size_t size = g->bytes();
     std::lock_guard<std::mutex> lock(mu_);
-    if (index_.count(key)) return;
+    if (index_.count(key) || size > kMaxBytes) return;
     lru_.emplace_front(key, std::move(g));
     index_.emplace(std::move(key), lru_.begin());
-    while (lru_.size() > kCapacity) {
+    bytes_ += size;
+    while (lru_.size() > kCapacity || bytes_ > kMaxBytes) {
+      bytes_ -= lru_.back().second->bytes();
       index_.erase(lru_.back().first);
       lru_.pop_back();
     }
@@ -126,6 +130,8 @@ class GrammarCache {
 
  private:
   static constexpr size_t kCapacity = 32;
+  static constexpr size_t kMaxBytes = size_t{256} << 20;
+  size_t bytes_ = 0;
   std::mutex mu_;
   std::list<std::pair<std::string, std::shared_ptr<const st::CompiledGrammar>>> lru_;
   std::unordered_map<std::string, decltype(lru_)::iterator> index_;

@@ -1,6 +1,7 @@
 #include "structured/json_schema.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "structured/json_schema_compiler.h"
@@ -85,13 +86,7 @@ std::vector<char32_t> utf8_code_points(std::string_view s) {
 }
 
 uint32_t non_negative(const Json& s, const char* key, const std::string& pointer) {
-  const Json& v = s.at(key);
-  if (!v.is_number() || v.get<double>() < 0 ||
-      (v.is_number_float() &&
-       v.get<double>() != static_cast<double>(static_cast<int64_t>(v.get<double>())))) {
-    schema_error(pointer_join(pointer, key), "must be a non-negative integer");
-  }
-  const double d = v.get<double>();
+  const double d = schema_count(s, key, pointer);
   return d >= 4e9 ? kUnbounded - 1 : static_cast<uint32_t>(d);
 }
 
@@ -119,6 +114,16 @@ Json without(const Json& s, std::initializer_list<std::string_view> keys) {
 }
 
 bool is_constraint_keyword(std::string_view key) { return kConstraintKeywords.count(key) != 0; }
+
+double schema_count(const Json& s, const char* key, const std::string& pointer) {
+  const Json& v = s.at(key);
+  // Compared as doubles, never cast first: 1e20 does not fit an integer type.
+  const double d = v.is_number() ? v.get<double>() : -1;
+  if (!(d >= 0) || !std::isfinite(d) || d != std::floor(d)) {
+    schema_error(pointer_join(pointer, key), "must be a non-negative integer");
+  }
+  return d;
+}
 
 [[noreturn]] void schema_error(std::string_view pointer, std::string_view what) {
   throw GrammarError("JSON Schema: " + std::string(pointer.empty() ? "(root)" : pointer) + ": " +

@@ -10,12 +10,8 @@ namespace lift::structured {
 namespace {
 
 uint32_t item_count(const Json& s, const char* key, const std::string& pointer) {
-  const Json& v = s.at(key);
-  if (!v.is_number() || v.get<double>() < 0 ||
-      v.get<double>() != static_cast<double>(static_cast<int64_t>(v.get<double>()))) {
-    schema_error(pointer_join(pointer, key), "must be a non-negative integer");
-  }
-  return v.get<double>() > 1e9 ? 1'000'000'000u : static_cast<uint32_t>(v.get<double>());
+  const double d = schema_count(s, key, pointer);
+  return d > 1e9 ? 1'000'000'000u : static_cast<uint32_t>(d);
 }
 
 // Above this many items the grammar stops (narrower than the schema) instead of spelling out

@@ -24,6 +24,9 @@ bool has_constraints(const Json& s, std::initializer_list<std::string_view> exce
 // `s` (an object) without `keys`.
 Json without(const Json& s, std::initializer_list<std::string_view> keys);
 [[noreturn]] void schema_error(std::string_view pointer, std::string_view what);
+// The value of a count keyword (minLength, maxItems, minProperties, ...): a non-negative whole
+// number (2.0 counts; 1e20 too, callers cap it), else a schema error naming the keyword.
+double schema_count(const Json& s, const char* key, const std::string& pointer);
 std::string pointer_join(std::string_view pointer, std::string_view token);
 
 // Merges the schemas of an allOf into one schema accepting exactly the instances both accept

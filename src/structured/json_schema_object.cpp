@@ -37,14 +37,7 @@ bool pattern_matches(const std::string& pattern, const std::string& text,
 }
 
 uint32_t count_keyword(const Json& s, const char* key, const std::string& pointer) {
-  const Json& v = s.at(key);
-  if (!v.is_number_integer() &&
-      !(v.is_number() &&
-        v.get<double>() == static_cast<double>(static_cast<int64_t>(v.get<double>())))) {
-    schema_error(pointer_join(pointer, key), "must be a non-negative integer");
-  }
-  const double d = v.get<double>();
-  if (d < 0) schema_error(pointer_join(pointer, key), "must be a non-negative integer");
+  const double d = schema_count(s, key, pointer);
   return d > 1e9 ? 1'000'000'000u : static_cast<uint32_t>(d);
 }
 
@@ -214,6 +207,8 @@ ExprId SchemaCompiler::object_expr(const Json& s, const std::string& pointer) {
   uint32_t min_props = s.contains("minProperties") ? count_keyword(s, "minProperties", pointer) : 0;
   std::optional<uint32_t> max_props;
   if (s.contains("maxProperties")) max_props = count_keyword(s, "maxProperties", pointer);
+  // A billion members (count_keyword's cap) fit no context lift runs (at most 2^24 tokens).
+  if (max_props && *max_props >= 1'000'000'000u) max_props.reset();
   if (min_props <= required_count) min_props = 0;
   if (max_props && !has_extra && *max_props >= present_count) max_props.reset();
   if (max_props && *max_props < required_count) return b.nothing();

@@ -261,12 +261,6 @@ std::shared_ptr<const CompiledGrammar> CompiledGrammar::compile(
     if (steps > limits.max_steps)
       throw GrammarError("constraint: computing the token masks takes more than its budget of " +
                          std::to_string(limits.max_steps) + " parser steps");
-    if (cg->cache_bytes() > limits.max_cache_bytes) {
-      throw GrammarError("constraint: its token-mask cache needs more than its budget of " +
-                         std::to_string(limits.max_cache_bytes >> 20) + " MiB (" +
-                         std::to_string(d.states.size()) +
-                         " automaton states; a smaller schema, e.g. fewer properties, fits)");
-    }
     Cache::Entry& e = c.entries[s];
     size_t n_tokens = 0;
     for (auto [b, end] : accepted) n_tokens += tr.token_begin[end] - tr.token_begin[b];
@@ -298,18 +292,20 @@ std::shared_ptr<const CompiledGrammar> CompiledGrammar::compile(
           c.acc_tokens.push_back(tr.node_tokens[k]);
       e.acc_count = static_cast<uint32_t>(c.acc_tokens.size() - e.acc_begin);
       // Lists are shared the same way (the key states of a large object repeat them).
-      const int32_t* list = c.acc_tokens.data() + e.acc_begin;
-      const size_t list_bytes = e.acc_count * sizeof(int32_t);
-      auto& same = list_index[XXH3_64bits(list, list_bytes)];
-      const auto copy = std::find_if(same.begin(), same.end(), [&](const Cache::Entry* other) {
-        return other->acc_count == e.acc_count &&
-               std::memcmp(c.acc_tokens.data() + other->acc_begin, list, list_bytes) == 0;
-      });
-      if (copy != same.end()) {
-        c.acc_tokens.resize(e.acc_begin);
-        e.acc_begin = (*copy)->acc_begin;
-      } else {
-        same.push_back(&e);
+      if (e.acc_count > 0) {  // an empty list has nothing to share (nor a memcmp of null)
+        const int32_t* list = c.acc_tokens.data() + e.acc_begin;
+        const size_t list_bytes = e.acc_count * sizeof(int32_t);
+        auto& same = list_index[XXH3_64bits(list, list_bytes)];
+        const auto copy = std::find_if(same.begin(), same.end(), [&](const Cache::Entry* other) {
+          return other->acc_count == e.acc_count &&
+                 std::memcmp(c.acc_tokens.data() + other->acc_begin, list, list_bytes) == 0;
+        });
+        if (copy != same.end()) {
+          c.acc_tokens.resize(e.acc_begin);
+          e.acc_begin = (*copy)->acc_begin;
+        } else {
+          same.push_back(&e);
+        }
       }
     }
     std::sort(uncertain.begin(), uncertain.end());
@@ -326,9 +322,21 @@ std::shared_ptr<const CompiledGrammar> CompiledGrammar::compile(
         c.suffix_nodes.push_back(uncertain[k].second);
     }
     e.suf_count = static_cast<uint32_t>(c.suffixes.size() - e.suf_begin);
+    if (cg->cache_bytes() > limits.max_cache_bytes) {
+      throw GrammarError("constraint: its token-mask cache needs more than its budget of " +
+                         std::to_string(limits.max_cache_bytes >> 20) + " MiB (" +
+                         std::to_string(d.states.size()) +
+                         " automaton states; a smaller constraint fits)");
+    }
   }
   c.suffixes.push_back({static_cast<uint32_t>(c.suffix_text.size()), 0,
                         static_cast<uint32_t>(c.suffix_nodes.size())});
+  // Kept for the constraint's life: give back what doubling and the shared sets left over.
+  c.acc_tokens.shrink_to_fit();
+  c.bitsets.shrink_to_fit();
+  c.suffixes.shrink_to_fit();
+  c.suffix_text.shrink_to_fit();
+  c.suffix_nodes.shrink_to_fit();
   return cg;
 }
 

@@ -106,6 +106,11 @@ TEST(ArchErrors, NumbersOutOfRangeAreRefused) {
     const auto a = with([&](test::TinyArch& x) { x.rope_base = base; });
     expect_refused(test::tiny_writer(a, test::tiny_weights(a)), "llama.rope.freq_base");
   }
+  {  // Bounds count as their f32: an epsilon of 1e-12 (stored as 9.99999996e-13) loads.
+    const auto a = with([](test::TinyArch& x) { x.eps = 1e-12f; });
+    EXPECT_NO_THROW(
+        LlamaModel::load(test::write_tiny(test::tiny_writer(a, test::tiny_weights(a)), "eps")));
+  }
   for (const float eps : {0.0f, 1.0f, inf, std::nanf("")}) {
     const auto a = with([&](test::TinyArch& x) { x.eps = eps; });
     expect_refused(test::tiny_writer(a, test::tiny_weights(a)),

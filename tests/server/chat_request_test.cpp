@@ -124,15 +124,34 @@ TEST(ChatRequestInput, ContinueFinalMessageEndsInsideTheLastTurn) {
       parse_chat_input(R"({"messages": [{"role": "user", "content": "Tell a story"},
           {"role": "assistant", "content": "Once upon "}], "add_generation_prompt": false,
           "continue_final_message": true})"));
-  EXPECT_EQ(text, "<|im_start|>user\nTell a story<|im_end|>\n<|im_start|>assistant\nOnce upon");
+  // ChatML keeps the text as written, trailing space included.
+  EXPECT_EQ(text, "<|im_start|>user\nTell a story<|im_end|>\n<|im_start|>assistant\nOnce upon ");
+  auto continued = [](const ChatTemplate& t, const std::string& last) {
+    nlohmann::ordered_json body = {
+        {"messages",
+         {{{"role", "user"}, {"content", "x"}}, {{"role", "assistant"}, {"content", last}}}},
+        {"add_generation_prompt", false},
+        {"continue_final_message", true}};
+    return render_chat_text(context(t), parse_chat_input(body.dump()));
+  };
+  // Text that also spells part of the closing markup ("end" in <|im_end|>), and no text.
+  EXPECT_EQ(continued(ChatFormat::chatml, "end"),
+            "<|im_start|>user\nx<|im_end|>\n<|im_start|>assistant\nend");
+  EXPECT_EQ(continued(ChatFormat::chatml, ""),
+            "<|im_start|>user\nx<|im_end|>\n<|im_start|>assistant\n");
+  // A template that trims the text drops its trailing space here too.
+  const ChatTemplate trims("{% for m in messages %}[{{ m['content'] | trim }}]{% endfor %}",
+                           "trimming");
+  EXPECT_EQ(continued(trims, " Once upon "), "[x][Once upon");
   ApiError e = error_of(R"({"messages": [{"role": "assistant", "content": "x"}],
                             "continue_final_message": true})",
                         echo());
   EXPECT_EQ(e.param(), "continue_final_message");
   e = error_of(R"({"messages": [{"role": "user", "content": "x"}], "add_generation_prompt": false,
                    "continue_final_message": true})",
-               ChatFormat::chatml);
-  EXPECT_NE(std::string(e.what()).find("assistant turn"), std::string::npos) << e.what();
+               ChatTemplate("{{ messages | length }}", "dropping"));
+  EXPECT_NE(std::string(e.what()).find("does not write the last message"), std::string::npos)
+      << e.what();
   e = error_of(R"({"messages": [{"role": "user", "content": "x"}], "chat_template": "{{ 1 }}"})",
                echo());
   EXPECT_EQ(e.param(), "chat_template");

@@ -346,6 +346,20 @@ TEST(JsonSchema, RefsRecursionAndPointerEscapes) {
   EXPECT_NE(refusal(R"({"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/a"}}})"), "");
 }
 
+// Counts are compared as numbers, never cast first (1e20 does not fit an integer: undefined
+// behaviour, once read as INT64_MIN and refused); whole floats count, others are refused.
+TEST(JsonSchema, CountKeywordsTakeAnyWholeNumber) {
+  EXPECT_EQ(refusal(R"({"type": "string", "maxLength": 1e20})"), "");
+  EXPECT_EQ(refusal(R"({"type": "array", "maxItems": 1e20, "minItems": 2.0})"), "");
+  EXPECT_EQ(refusal(R"({"type": "object", "maxProperties": 1e20})"), "");
+  EXPECT_NE(refusal(R"({"type": "string", "minLength": 1.5})").find("non-negative integer"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"type": "array", "minItems": -1})").find("non-negative integer"),
+            std::string::npos);
+  ok(compile(R"({"type": "array", "minItems": 2.0})"), "[1, 2]");
+  no(compile(R"({"type": "array", "minItems": 2.0})"), "[1]");
+}
+
 TEST(JsonSchema, UnsupportedKeywordsAreRefusedNamingThePointer) {
   for (const char* s :
        {R"({"properties": {"a": {"contains": {}}}})", R"({"if": {}, "then": {"type": "string"}})",

@@ -447,7 +447,7 @@ struct Server::Impl {
         if (hooks.decorate) hooks.decorate(c.req, h);
         const std::string len = std::to_string(c.body.size());
         std::string bytes = head_text(c.status, c.content_type, h, &len, false, close);
-        bytes += c.body;
+        if (c.req.method != "HEAD") bytes += c.body;
         queue(c, std::move(bytes));
       } else {
         queue(c, "0\r\n\r\n");
@@ -830,7 +830,7 @@ void Conn::start(int st, std::string ct, Headers headers, bool stream) {
   if (started) return;
   started = true;
   status = st;
-  streamed = stream;
+  streamed = stream && req.method != "HEAD";  // HEAD: buffered for its length, never sent
   content_type = std::move(ct);
   resp_headers = std::move(headers);
   if (stream) {
