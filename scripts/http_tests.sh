@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Black-box HTTP tests of `lift serve` with the official OpenAI Node SDK (tests/http).
+# Black-box HTTP tests of `lift serve` with the OpenAI Node SDK, Vercel's AI SDK and LangChain (tests/http).
 #
 #   LIFT_BIN=build/ci-gcc/lift bash scripts/http_tests.sh [test files...]
 #
