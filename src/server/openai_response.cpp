@@ -55,7 +55,7 @@ json ResponseBuilder::base(const char* object) const {
 }
 
 json ResponseBuilder::logprobs_json(const std::vector<TokenLogprobs>& lps,
-                                    size_t text_offset) const {
+                                    size_t& text_offset) const {
   auto piece = [&](int32_t t) { return std::string(tok_.token_to_piece(t)); };
   auto bytes = [](const std::string& s) {
     json b = json::array();
@@ -80,7 +80,6 @@ json ResponseBuilder::logprobs_json(const std::vector<TokenLogprobs>& lps,
   }
   json tokens = json::array(), token_lp = json::array(), top = json::array(),
        offsets = json::array();
-  size_t off = text_offset;
   for (const auto& lp : lps) {
     const std::string p = sanitize_utf8(piece(lp.token));
     tokens.push_back(p);
@@ -88,8 +87,8 @@ json ResponseBuilder::logprobs_json(const std::vector<TokenLogprobs>& lps,
     json alt = json::object();
     for (const auto& t : lp.top) alt[sanitize_utf8(piece(t.token))] = t.logprob;
     top.push_back(alt);
-    offsets.push_back(off);
-    off += p.size();
+    offsets.push_back(text_offset);
+    for (unsigned char c : p) text_offset += (c & 0xC0) != 0x80;  // code points, not bytes
   }
   return {{"tokens", tokens},
           {"token_logprobs", token_lp},
@@ -126,13 +125,19 @@ const char* with_calls(const char* finish, bool called) {
 
 }  // namespace
 
+// A chunk's logprobs go on from where the sample's previous chunk left its text offset.
+json ResponseBuilder::stream_logprobs(const RequestOutput& out) {
+  const size_t i = static_cast<size_t>(out.index);
+  if (stream_offsets_.size() <= i) stream_offsets_.resize(i + 1, 0);
+  return logprobs_json(out.logprobs, stream_offsets_[i]);
+}
+
 json ResponseBuilder::chunk(const RequestOutput& out) {
   const char* fr = openai_finish_reason(out.finish);
-  json choice = {
-      {"index", out.index},
-      {"logprobs", req_.params.logprobs && !out.logprobs.empty() ? logprobs_json(out.logprobs, 0)
-                                                                 : json(nullptr)},
-      {"finish_reason", fr ? json(fr) : json(nullptr)}};
+  json choice = {{"index", out.index},
+                 {"logprobs", req_.params.logprobs && !out.logprobs.empty() ? stream_logprobs(out)
+                                                                            : json(nullptr)},
+                 {"finish_reason", fr ? json(fr) : json(nullptr)}};
   json c;
   if (req_.chat) {
     c = base("chat.completion.chunk");
@@ -207,9 +212,11 @@ json ResponseBuilder::full(const std::vector<SampleAccum>& samples, int prompt_t
     const SampleAccum& s = samples[i];
     completion += s.completion_tokens;
     const char* fr = openai_finish_reason(s.finish);
-    json c = {{"index", i},
-              {"logprobs", req_.params.logprobs ? logprobs_json(s.logprobs, 0) : json(nullptr)},
-              {"finish_reason", fr ? json(fr) : json("stop")}};
+    size_t offset = 0;
+    json c = {
+        {"index", i},
+        {"logprobs", req_.params.logprobs ? logprobs_json(s.logprobs, offset) : json(nullptr)},
+        {"finish_reason", fr ? json(fr) : json("stop")}};
     if (req_.chat) {
       c["message"] = message(s, fr);
       c["finish_reason"] = fr ? json(fr) : json("stop");

@@ -35,7 +35,10 @@ class ResponseBuilder {
   nlohmann::json full(const std::vector<SampleAccum>& samples, int prompt_tokens) const;
 
  private:
-  nlohmann::json logprobs_json(const std::vector<TokenLogprobs>& lp, size_t text_offset) const;
+  // `text_offset`: where the first token starts in the sample's text, in characters (code
+  // points, as OpenAI's and vLLM's string indices); advanced past the tokens.
+  nlohmann::json logprobs_json(const std::vector<TokenLogprobs>& lp, size_t& text_offset) const;
+  nlohmann::json stream_logprobs(const RequestOutput& out);
   nlohmann::json base(const char* object) const;
   // The chat message of one finished sample: content and the tool calls parsed from it.
   nlohmann::json message(const SampleAccum& s, const char*& finish) const;
@@ -45,6 +48,7 @@ class ResponseBuilder {
   std::string id_, model_;
   int64_t created_;
   std::vector<ToolCallParser> parsers_;  // per sample, when the reply is parsed for tool calls
+  std::vector<size_t> stream_offsets_;   // per sample: characters streamed with logprobs so far
 };
 
 const char* openai_finish_reason(FinishReason r);

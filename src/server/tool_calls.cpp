@@ -92,7 +92,8 @@ std::vector<ToolCallDelta> ToolCallParser::finish() {
       break;
     default:
       if (have_name_) {
-        if (!have_args_ && !in_args_) emit(ToolCallDelta::Kind::arguments, "{}");
+        // Cut off (max_tokens, or an end mid-call): the call keeps what was written, even
+        // nothing, never a "{}" the model did not write (OpenAI's partial arguments).
         ++calls_;
       } else {
         content(pending_);

@@ -329,6 +329,9 @@ describe('lift serve on stories260K', () => {
     const s = await sse(srv, '/v1/completions', { model: 'm', prompt: PROMPT, max_tokens: 10, temperature: 0, logprobs: 3, stream: true });
     const toks = s.events.flatMap((e) => e.choices[0].logprobs?.tokens || []);
     assert.deepEqual(toks, lp.tokens, 'streamed logprobs tokens');
+    // Offsets run on across chunks: into the whole text, as unstreamed.
+    const offs = s.events.flatMap((e) => e.choices[0].logprobs?.text_offset || []);
+    assert.deepEqual(offs, lp.text_offset, 'streamed text_offset');
   });
 
   it('chat logprobs: true with top_logprobs: 2', T, async () => {

@@ -166,9 +166,14 @@ TEST(ToolCallParse, ACallCutShortKeepsWhatItHas) {
   p = parse(ToolCallFormat::hermes, "<tool_call>{\"name\": \"search\", \"arguments\": {\"q\": [1,");
   ASSERT_EQ(p.calls.size(), 1u);
   EXPECT_EQ(p.calls[0].arguments, "{\"q\": [1,");
+  // Cut before any arguments were written: none, not a "{}" the model never wrote (which
+  // would also pass for a complete call that breaks a schema with required properties).
   p = parse(ToolCallFormat::hermes, "<tool_call>{\"name\": \"search\"");
   ASSERT_EQ(p.calls.size(), 1u);
-  EXPECT_EQ(p.calls[0].arguments, "{}");
+  EXPECT_EQ(p.calls[0].arguments, "");
+  p = parse(ToolCallFormat::hermes, "<tool_call>{\"name\": \"search\", \"arguments\":");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].arguments, "");
   // A missing closing tag still ends the call; the next call is found.
   p = parse(ToolCallFormat::hermes,
             "<tool_call>{\"name\": \"search\"}\n<tool_call>{\"name\": \"get_weather\"}");
