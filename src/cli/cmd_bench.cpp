@@ -118,7 +118,9 @@ std::shared_ptr<const structured::CompiledGrammar> compile_schema_file(const std
   spec.text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   const auto t0 = Clock::now();
   try {
-    structured::ConstraintCompiler compiler(structured::TokenVocab::from_tokenizer(tok), 1);
+    structured::CompilerOptions one;
+    one.capacity = 1;
+    structured::ConstraintCompiler compiler(structured::TokenVocab::from_tokenizer(tok), one);
     auto g = compiler.compile(spec);
     std::printf("json schema %s compiled in %.3f s\n", path.c_str(), secs(Clock::now() - t0));
     return g;

@@ -70,7 +70,9 @@ http::Response error_response(int status, const std::string& message,
 }
 
 http::Response error_response(const ApiError& e) {
-  return error_response(e.status(), e.what(), e.type(), e.param(), e.code());
+  http::Response r = error_response(e.status(), e.what(), e.type(), e.param(), e.code());
+  if (e.status() == 503) r.headers.emplace_back("Retry-After", "1");  // OpenAI's SDKs retry
+  return r;
 }
 
 http::Reply reply(http::Response r) {

@@ -286,6 +286,8 @@ std::shared_ptr<const structured::CompiledGrammar> compile_constraint(
     // The compilers' messages name the keyword and where it is; bounded, as every message
     // that may quote a client's text.
     bad(c.param, "'" + c.param + "' cannot be used: " + excerpt(e.what(), 400));
+  } catch (const structured::CompilerBusy& e) {
+    throw ApiError(503, e.what(), c.param, "server_error", "overloaded");
   }
 }
 

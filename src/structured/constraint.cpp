@@ -93,15 +93,20 @@ Grammar build_grammar(const ConstraintSpec& spec, const GrammarLimits& limits) {
   throw GrammarError("unknown constraint kind");
 }
 
-ConstraintCompiler::ConstraintCompiler(std::shared_ptr<const TokenVocab> vocab, size_t capacity,
-                                       size_t max_bytes, CompileLimits limits)
-    : vocab_(std::move(vocab)), capacity_(capacity), max_bytes_(max_bytes), limits_(limits) {
+ConstraintCompiler::ConstraintCompiler(std::shared_ptr<const TokenVocab> vocab, CompilerOptions o)
+    : vocab_(std::move(vocab)), o_(o) {
   if (!vocab_) throw Error("ConstraintCompiler: no vocabulary");
+  if (o_.max_compiling == 0) throw Error("ConstraintCompiler: no compile slots");
 }
 
 size_t ConstraintCompiler::cached() const {
   std::lock_guard<std::mutex> lock(mu_);
   return lru_.size();
+}
+
+size_t ConstraintCompiler::compiling() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return compiling_;
 }
 
 size_t ConstraintCompiler::cached_bytes() const {
@@ -112,23 +117,41 @@ size_t ConstraintCompiler::cached_bytes() const {
 std::shared_ptr<const CompiledGrammar> ConstraintCompiler::compile(const ConstraintSpec& spec) {
   std::string key = spec.key();
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = index_.find(key); it != index_.end()) {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto hit = [&]() -> std::shared_ptr<const CompiledGrammar> {
+      const auto it = index_.find(key);
+      if (it == index_.end()) return nullptr;
       lru_.splice(lru_.begin(), lru_, it->second);
       return it->second->second;
+    };
+    if (auto g = hit()) return g;
+    if (!slot_freed_.wait_for(lock, o_.busy_wait, [&] { return compiling_ < o_.max_compiling; })) {
+      throw CompilerBusy("the server is compiling other output constraints; retry shortly");
     }
+    if (auto g = hit()) return g;  // compiled by another thread meanwhile
+    ++compiling_;
   }
+  struct Slot {
+    ConstraintCompiler& c;
+    ~Slot() {
+      {
+        std::lock_guard<std::mutex> lock(c.mu_);
+        --c.compiling_;
+      }
+      c.slot_freed_.notify_one();
+    }
+  } slot{*this};
   // Compiled without the lock: one slow schema must not hold up requests for cached ones. Two
   // threads compiling the same new spec both do the work; the second result replaces nothing.
-  auto compiled = CompiledGrammar::compile(build_grammar(spec), vocab_, limits_);
+  auto compiled = CompiledGrammar::compile(build_grammar(spec), vocab_, o_.limits);
   const size_t size = compiled->bytes();
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = index_.find(key); it != index_.end()) return it->second->second;
-  if (capacity_ == 0 || size > max_bytes_) return compiled;  // served, not kept
+  if (o_.capacity == 0 || size > o_.max_bytes) return compiled;  // served, not kept
   lru_.emplace_front(key, compiled);
   index_.emplace(std::move(key), lru_.begin());
   bytes_ += size;
-  while (lru_.size() > capacity_ || bytes_ > max_bytes_) {
+  while (lru_.size() > o_.capacity || bytes_ > o_.max_bytes) {
     bytes_ -= lru_.back().second->bytes();
     index_.erase(lru_.back().first);
     lru_.pop_back();
