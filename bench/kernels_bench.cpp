@@ -121,10 +121,10 @@ const char* af_name(ActFormat af) {
 
 int register_all() {
   // K-quants on AVX-512 on their panels only (their stored rows go to the AVX2 kernel there).
-  const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
-                            GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q4_1, GgmlType::Q5_1,
-                            GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
-                            GgmlType::Q6_K};
+  const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,   GgmlType::BF16, GgmlType::Q8_0,
+                            GgmlType::Q4_0, GgmlType::Q5_0,  GgmlType::Q4_1, GgmlType::Q5_1,
+                            GgmlType::Q2_K, GgmlType::Q3_K,  GgmlType::Q4_K, GgmlType::Q5_K,
+                            GgmlType::Q6_K, GgmlType::IQ4_XS};
   const Shape shapes[] = {{768, 2048}, {2048, 5632}};
   for (auto [isa, panels] :
        {std::pair{Isa::scalar, false}, std::pair{Isa::avx2, false}, std::pair{Isa::avx2, true},

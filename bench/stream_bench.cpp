@@ -81,7 +81,7 @@ int register_all() {
   if (kernels::best_isa() < kernels::Isa::avx2) return 0;  // stored rows only: not what is timed
   for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
                      GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K,
-                     GgmlType::IQ4_NL, GgmlType::F16, GgmlType::BF16}) {
+                     GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::F16, GgmlType::BF16}) {
     for (int threads : {1, 2}) {
       // An FFN's shape, and an attention projection's: a few megabytes, which is where the
       // allocation's pages showed (util/large_alloc.h).

@@ -24,7 +24,7 @@ void parse_type(const std::string& s, SyntheticSpec& spec) {
   for (GgmlType t :
        {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
         GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::IQ4_NL, GgmlType::Q2_K,
-        GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+        GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS}) {
     if (ggml_type_name(t) == name) {
       spec.type = t;
       spec.k_mix = mix;
@@ -33,7 +33,7 @@ void parse_type(const std::string& s, SyntheticSpec& spec) {
   }
   throw Error("unknown weight type '" + s +
               "' (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, "
-              "Q6_K, Q3_K_M, Q4_K_M, Q5_K_M)");
+              "Q6_K, IQ4_XS, Q3_K_M, Q4_K_M, Q5_K_M)");
 }
 }  // namespace
 
@@ -49,7 +49,7 @@ Runner add_make_model(CLI::App& app) {
   c->add_option("--ffn", o->spec.ffn, "Feed-forward width");
   c->add_option("--type", o->type,
                 "Type of every 2-D weight: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL Q2_K "
-                "Q3_K Q4_K Q5_K Q6_K, or llama-quantize's mixes Q3_K_M Q4_K_M Q5_K_M (Q6_K "
+                "Q3_K Q4_K Q5_K Q6_K IQ4_XS, or llama-quantize's mixes Q3_K_M Q4_K_M Q5_K_M (Q6_K "
                 "output; more bits for some attn_v/ffn_down, Q3_K_M's attn_output). Rows 256 does "
                 "not tile take llama-quantize's fallbacks (Q4_K Q5_0, Q6_K Q8_0, ...)");
   c->add_flag("--tied", o->spec.tied, "Omit output.weight (tied to token_embd)");

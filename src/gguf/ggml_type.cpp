@@ -84,6 +84,7 @@ bool ggml_type_supported(GgmlType t) {
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
     case GgmlType::Q6_K:
+    case GgmlType::IQ4_XS:
       return true;
     default:
       return false;

@@ -1,4 +1,5 @@
-// The K-quant super-blocks (Q2_K .. Q6_K) in one integer form: every value of every K type is
+// The K-quant super-blocks (Q2_K .. Q6_K, and IQ4_XS) in one integer form: every value of every K
+// type is
 //   y[e] = (d * sc[k]) * q[e] - (dmin * m[k]),   k = e / sub_len,
 // with q, sc and m small integers (Q3_K and Q6_K have no min term). The decoders below and the
 // integer dot products against Q8_K activations all start from this form, so a K type's bit
@@ -46,6 +47,13 @@ template <>
 struct KTraits<BlockQ6_K> {
   static constexpr bool kIsK = true;
   static constexpr size_t kSubLen = 16;
+  static constexpr bool kHasMin = false;
+};
+
+template <>
+struct KTraits<BlockIQ4_XS> {
+  static constexpr bool kIsK = true;
+  static constexpr size_t kSubLen = 32;
   static constexpr bool kHasMin = false;
 };
 
@@ -136,6 +144,19 @@ inline void k_codes(const BlockQ6_K& b, KCodes& c) {
     const int low = s < 2 ? lo & 0x0F : lo >> 4;
     const int high = (b.qh[32 * n + l] >> (2 * s)) & 3;
     c.q[e] = static_cast<int8_t>((low | (high << 4)) - 32);
+  }
+}
+
+inline void k_codes(const BlockIQ4_XS& b, KCodes& c) {
+  c.d = f16_to_f32(b.d);
+  for (int k = 0; k < 8; ++k) {
+    const int low = (b.scales_l[k / 2] >> (4 * (k % 2))) & 0x0F;
+    const int high = (b.scales_h >> (2 * k)) & 3;
+    c.sc[k] = (low | (high << 4)) - 32;
+  }
+  for (int e = 0; e < 256; ++e) {
+    const uint8_t byte = b.qs[16 * (e / 32) + e % 16];
+    c.q[e] = kIq4NlLevels[(e % 32) < 16 ? byte & 0x0F : byte >> 4];
   }
 }
 

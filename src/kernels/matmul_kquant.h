@@ -7,9 +7,13 @@
 
 namespace lift::kernels::detail {
 
-// Q2_K .. Q6_K rows on AVX2, bitwise equal to matmul_scalar: with q8_k activations (codec k_dot)
-// and with f32 ones.
+// Q2_K .. Q6_K and IQ4_XS rows on AVX2, bitwise equal to matmul_scalar: with q8_k activations
+// (codec k_dot) and with f32 ones.
 void matmul_kquant_avx2(const MatmulArgs& a);
+
+// IQ4_XS rows on AVX-512 VNNI, bitwise equal to k_dot the same way (matmul_iq4xs_avx512.cpp);
+// f32 activations go to matmul_kquant_avx2.
+void matmul_iq4xs_avx512(const MatmulArgs& a);
 
 // IQ4_NL rows on AVX2, the same way: q8_0 activations bitwise equal to the scalar kernel (codec
 // q8_dot), f32 activations through matmul_scalar.

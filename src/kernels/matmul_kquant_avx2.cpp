@@ -1,5 +1,5 @@
-// AVX2 products of K-quant rows (Q2_K .. Q6_K) with Q8_K activation rows, bitwise equal to the
-// scalar kernel (codec_table.cpp's k_dot). That kernel forms two exact integers per output and
+// AVX2 products of K-quant rows (Q2_K .. Q6_K, IQ4_XS) with Q8_K activation rows, bitwise equal to
+// the scalar kernel (codec_table.cpp's k_dot). That kernel forms two exact integers per output and
 // super-block, sumi and summ, and then runs, in float and without FMA,
 //   acc = acc + (d_w * d_x) * float(sumi);   acc = acc - (dmin_w * d_x) * float(summ).
 // Here the integers come from maddubs/madd in whatever order suits the registers (they are
@@ -13,6 +13,9 @@
 // multiplies by the scale of their 16-element half. The bias comes out at the end as
 // -bias * sum_k sc_k * xsum_k, and the min term is sum_k m_k * xsum_k, both one madd of the
 // Q8_K block's bsums (the 16-element sums of x that the scalar min term reads too).
+// IQ4_XS's codes are signed levels up to 127 in magnitude, whose maddubs pair sums could
+// saturate: they and x are widened to int16 for madd instead, and each 32-element group's sum is
+// multiplied by its scale as an int32.
 #include <immintrin.h>
 
 #include <cstddef>
@@ -87,8 +90,10 @@ struct Prep {
 
 // Per format: block bytes, whether it has the min term, the code bias (as a shift: 2^kBiasShift,
 // or none when negative), prep() and group<G>() = the 32 codes u of elements 32G..32G+31 as
-// bytes, in element order.
+// bytes, in element order: unsigned, or int8 where kSigned (IQ4_XS's levels, which maddubs's
+// unsigned operand cannot take).
 struct Q2K {
+  static constexpr bool kSigned = false;
   static constexpr size_t kBytes = sizeof(BlockQ2_K);
   static constexpr bool kHasMin = true;
   static constexpr int kBiasShift = -1;
@@ -110,6 +115,7 @@ struct Q2K {
 };
 
 struct Q3K {
+  static constexpr bool kSigned = false;
   static constexpr size_t kBytes = sizeof(BlockQ3_K);
   static constexpr bool kHasMin = false;
   static constexpr int kBiasShift = 2;  // q = u - 4
@@ -168,6 +174,7 @@ inline __m256i nibbles_of(const uint8_t* qs) {
 }
 
 struct Q4K {
+  static constexpr bool kSigned = false;
   static constexpr size_t kBytes = sizeof(BlockQ4_K);
   static constexpr bool kHasMin = true;
   static constexpr int kBiasShift = -1;
@@ -179,6 +186,7 @@ struct Q4K {
 };
 
 struct Q5K {
+  static constexpr bool kSigned = false;
   static constexpr size_t kBytes = sizeof(BlockQ5_K);
   static constexpr bool kHasMin = true;
   static constexpr int kBiasShift = -1;
@@ -193,6 +201,7 @@ struct Q5K {
 };
 
 struct Q6K {
+  static constexpr bool kSigned = false;
   static constexpr size_t kBytes = sizeof(BlockQ6_K);
   static constexpr bool kHasMin = false;
   static constexpr int kBiasShift = 5;  // q = u - 32
@@ -210,6 +219,39 @@ struct Q6K {
     const __m256i qh = load256(b + offsetof(BlockQ6_K, qh) + 32 * n);
     const __m256i low = _mm256_and_si256(shift16<(s < 2 ? 0 : -4)>(ql), bytes(0x0F));
     return _mm256_or_si256(low, _mm256_and_si256(shift16<4 - 2 * s>(qh), bytes(0x30)));
+  }
+};
+
+// IQ4_XS: sub-block k's scale ls - 32 (ls: nibble k % 2 of scales_l[k / 2], bits 2k..2k+1 of
+// scales_h above it); codes are IQ4_NL's levels, elements 0-15 of a sub-block from the low
+// nibbles of its 16 bytes and 16-31 from the high ones.
+struct IQ4XS {
+  static constexpr bool kSigned = true;
+  static constexpr size_t kBytes = sizeof(BlockIQ4_XS);
+  static constexpr bool kHasMin = false;
+  static constexpr int kBiasShift = -1;
+  static void prep(const uint8_t* b, Prep& p) {
+    p.d = f16_to_f32(ld16(b + offsetof(BlockIQ4_XS, d)));
+    const uint32_t low4 = ld32(b + offsetof(BlockIQ4_XS, scales_l));
+    const uint32_t high = ld16(b + offsetof(BlockIQ4_XS, scales_h));
+    uint64_t ls = 0;
+    for (int k = 0; k < 8; ++k) {
+      const uint32_t v = ((low4 >> (4 * k)) & 0x0F) | (((high >> (2 * k)) & 3) << 4);
+      ls |= static_cast<uint64_t>(v) << (8 * k);
+    }
+    store_twice(p.sc, ls);
+    const __m256i sc = _mm256_load_si256(reinterpret_cast<const __m256i*>(p.sc));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(p.sc),
+                       _mm256_sub_epi16(sc, _mm256_set1_epi16(32)));
+  }
+  template <int G>
+  static __m256i group(const uint8_t* b) {
+    const __m128i v = load128(b + offsetof(BlockIQ4_XS, qs) + 16 * G);
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    const __m256i idx =
+        _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m4), _mm_and_si128(v, m4));
+    const __m128i levels = load128(reinterpret_cast<const uint8_t*>(kIq4NlLevels));
+    return _mm256_shuffle_epi8(_mm256_set_m128i(levels, levels), idx);
   }
 };
 
@@ -272,8 +314,21 @@ struct KRows {
         for (int r = 0; r < R; ++r) {
           const __m256i x = load256(xb[r] + kQsOff + 32 * G);
           for (int c = 0; c < C; ++c) {
-            const __m256i d = _mm256_madd_epi16(_mm256_maddubs_epi16(q[c], x), s[c]);
-            isum[r][c] = _mm256_add_epi32(isum[r][c], d);
+            if constexpr (W::kSigned) {
+              // int8 x int8 widened to int16 (madd is exact for every pair, -128 included);
+              // both halves of a 32-element group share its scale.
+              const __m256i x0 = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(x));
+              const __m256i x1 = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(x, 1));
+              const __m256i q0 = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q[c]));
+              const __m256i q1 = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q[c], 1));
+              const __m256i dot =
+                  _mm256_add_epi32(_mm256_madd_epi16(q0, x0), _mm256_madd_epi16(q1, x1));
+              isum[r][c] = _mm256_add_epi32(
+                  isum[r][c], _mm256_mullo_epi32(dot, _mm256_set1_epi32(p[c].sc[2 * G])));
+            } else {
+              const __m256i d = _mm256_madd_epi16(_mm256_maddubs_epi16(q[c], x), s[c]);
+              isum[r][c] = _mm256_add_epi32(isum[r][c], d);
+            }
           }
         }
       };
@@ -332,7 +387,9 @@ inline void decode_block(const uint8_t* blk, float* wv) {
       const __m256 dl = _mm256_set1_ps(p.d * static_cast<float>(p.sc[2 * G + h]));
       for (int e = 0; e < 2; ++e) {
         const __m128i bytes8 = e == 0 ? halves[h] : _mm_srli_si128(halves[h], 8);
-        const __m256i q = _mm256_sub_epi32(_mm256_cvtepu8_epi32(bytes8), _mm256_set1_epi32(kBias));
+        const __m256i q =
+            W::kSigned ? _mm256_cvtepi8_epi32(bytes8)
+                       : _mm256_sub_epi32(_mm256_cvtepu8_epi32(bytes8), _mm256_set1_epi32(kBias));
         __m256 v = _mm256_mul_ps(dl, _mm256_cvtepi32_ps(q));
         if constexpr (W::kHasMin) {
           v = _mm256_sub_ps(v, _mm256_set1_ps(p.dmin * static_cast<float>(p.m[2 * G + h])));
@@ -452,6 +509,8 @@ void matmul_kquant_avx2(const MatmulArgs& a) {
       return k_rows<Q5K>(a);
     case GgmlType::Q6_K:
       return k_rows<Q6K>(a);
+    case GgmlType::IQ4_XS:
+      return k_rows<IQ4XS>(a);
     default:
       return matmul_scalar(a);
   }

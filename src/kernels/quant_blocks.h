@@ -96,6 +96,16 @@ struct BlockQ6_K {
   uint16_t d;
 };
 
+// IQ4_XS: 8 sub-blocks of 32 whose nibbles index IQ4_NL's levels (low nibbles of qs[16k..16k+15]
+// are elements 0-15 of sub-block k, high nibbles 16-31); sub-block k's scale is d * (ls - 32),
+// ls's low 4 bits nibble k % 2 of scales_l[k / 2] and its high 2 bits bits 2k..2k+1 of scales_h.
+struct BlockIQ4_XS {
+  uint16_t d;
+  uint16_t scales_h;
+  uint8_t scales_l[4];
+  uint8_t qs[128];
+};
+
 // Activation format of K-quant matmuls (llama.cpp's Q8_K): f32 scale, 256 codes and the sums
 // of each 16 codes.
 struct BlockQ8_K {
@@ -123,6 +133,7 @@ static_assert(sizeof(BlockQ2_K) == 84);
 static_assert(sizeof(BlockQ3_K) == 110);
 static_assert(sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ5_K) == 176);
+static_assert(sizeof(BlockIQ4_XS) == 136);
 static_assert(sizeof(BlockQ6_K) == 210);
 static_assert(sizeof(BlockQ8_K) == 292);
 

@@ -153,7 +153,7 @@ void quantize_row(GgmlType t, const float* x, void* dst, size_t n) {
                                 std::string(ggml_type_name(t)) + " blocks of 32");
   }
   const bool k_type = t == GgmlType::Q2_K || t == GgmlType::Q3_K || t == GgmlType::Q4_K ||
-                      t == GgmlType::Q5_K || t == GgmlType::Q6_K;
+                      t == GgmlType::Q5_K || t == GgmlType::Q6_K || t == GgmlType::IQ4_XS;
   if (k_type && n % kKBlock != 0) {
     throw std::invalid_argument("quantize_row: " + std::to_string(n) +
                                 " elements is not a whole number of " +
@@ -194,11 +194,13 @@ void quantize_row(GgmlType t, const float* x, void* dst, size_t n) {
       return super_blocks<detail::quantize_q5_k, sizeof(BlockQ5_K)>(x, dst, n);
     case GgmlType::Q6_K:
       return super_blocks<detail::quantize_q6_k, sizeof(BlockQ6_K)>(x, dst, n);
+    case GgmlType::IQ4_XS:
+      return super_blocks<detail::quantize_iq4_xs, sizeof(BlockIQ4_XS)>(x, dst, n);
     default:
       throw std::invalid_argument(
           "quantize_row: cannot quantize to " + std::string(ggml_type_name(t)) +
           " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, "
-          "Q4_K, Q5_K, Q6_K)");
+          "Q4_K, Q5_K, Q6_K, IQ4_XS)");
   }
 }
 

@@ -1,4 +1,4 @@
-// Float32 -> Q2_K to Q6_K super-blocks (the types of the Q2_K .. Q6_K files), for
+// Float32 -> Q2_K to Q6_K and IQ4_XS super-blocks (the types of the K-quant files), for
 // synthetic models and tests. Scales are picked per sub-block from its range, then the
 // sub-block scales are themselves quantized against the super-block's f16 d (and dmin); codes
 // are rounded against the scales as they will decode, so the round trip error stays within
@@ -184,6 +184,43 @@ void quantize_q6_k(const float* x, uint8_t* dst) {
     lo = static_cast<uint8_t>(lo | ((u[e] & 15) << (s < 2 ? 0 : 4)));
     uint8_t& hi = b.qh[32 * n + l];
     hi = static_cast<uint8_t>(hi | ((u[e] >> 4) << (2 * s)));
+  }
+  std::memcpy(dst, &b, sizeof b);
+}
+
+// IQ4_XS: per 32-element sub-block a signed step m / -127 (m its element of largest magnitude,
+// which then lands on the lowest level, as IQ4_NL's quantizer does it), the steps quantized to
+// signed 6-bit scales against d = max |step| / 31; each element the nearest level to x / (d sc)
+// (the first on ties).
+void quantize_iq4_xs(const float* x, uint8_t* dst) {
+  BlockIQ4_XS b;
+  std::memset(&b, 0, sizeof b);
+  float step[8], max_step = 0.0f;
+  for (size_t k = 0; k < 8; ++k) {
+    float m = 0.0f;
+    for (size_t i = 32 * k; i < 32 * k + 32; ++i) {
+      if (std::fabs(x[i]) > std::fabs(m)) m = x[i];
+    }
+    step[k] = m / -127.0f;
+    max_step = std::max(max_step, std::fabs(step[k]));
+  }
+  b.d = f32_to_f16(max_step / 31.0f);
+  const float d = f16_to_f32(b.d);
+  for (size_t k = 0; k < 8; ++k) {
+    const int sc = d > 0.0f ? nearest(step[k] / d, -32, 31) : 0;
+    const auto ls = static_cast<unsigned>(sc + 32);
+    b.scales_l[k / 2] = static_cast<uint8_t>(b.scales_l[k / 2] | (ls & 15) << (4 * (k % 2)));
+    b.scales_h = static_cast<uint16_t>(b.scales_h | (ls >> 4) << (2 * k));
+    const float dl = d * static_cast<float>(sc);
+    for (size_t i = 0; i < 32; ++i) {
+      const float v = dl != 0.0f ? x[32 * k + i] / dl : 0.0f;
+      int best = 0;
+      for (int l = 1; l < 16; ++l) {
+        if (std::fabs(v - kIq4NlLevels[l]) < std::fabs(v - kIq4NlLevels[best])) best = l;
+      }
+      uint8_t& byte = b.qs[16 * k + i % 16];
+      byte = static_cast<uint8_t>(byte | best << (i < 16 ? 0 : 4));
+    }
   }
   std::memcpy(dst, &b, sizeof b);
 }

@@ -42,7 +42,7 @@ void check_type(const gguf::File& f, const std::string& name, const gguf::Tensor
     throw Error(f.path() + ": tensor '" + name + "' has type " +
                 std::string(ggml_type_name(t.type)) +
                 ", which lift cannot compute with yet (supported: F32, F16, BF16, Q8_0, Q4_0, "
-                "Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)");
+                "Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS)");
   }
 }
 

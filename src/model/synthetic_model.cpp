@@ -130,6 +130,7 @@ static GgmlType k_fallback(GgmlType t) {
   switch (t) {
     case GgmlType::Q2_K:
     case GgmlType::Q3_K:
+    case GgmlType::IQ4_XS:
       return GgmlType::IQ4_NL;
     case GgmlType::Q4_K:
       return GgmlType::Q5_0;
@@ -184,6 +185,8 @@ int synthetic_file_type(GgmlType t, bool k_mix) {
       return 16;
     case GgmlType::Q6_K:
       return 18;
+    case GgmlType::IQ4_XS:
+      return 30;
     default:
       return -1;
   }
@@ -194,7 +197,7 @@ void write_synthetic_model(const SyntheticSpec& spec, const std::string& path) {
   check(file_type >= 0, "weight type " + std::string(ggml_type_name(spec.type)) +
                             (spec.k_mix ? " with the _M mix" : "") +
                             " is not supported (use F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, "
-                            "Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K or Q6_K; the _M mix with "
+                            "Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K or IQ4_XS; the _M mix with "
                             "Q3_K, Q4_K or Q5_K)");
   check(spec.dim > 0 && spec.n_layers > 0 && spec.n_heads > 0 && spec.n_kv_heads > 0 &&
             spec.ffn > 0 && spec.context_length > 0,

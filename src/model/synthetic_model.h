@@ -16,7 +16,8 @@ struct SyntheticSpec {
   int n_kv_heads = 12;
   int ffn = 2048;
   // Type of every 2-D weight, token_embd and output included: F32, F16, BF16, Q8_0, Q4_0, Q4_1,
-  // Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K or Q6_K. Norm weights are always F32 (all ones).
+  // Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K or IQ4_XS. Norm weights are always F32 (all
+  // ones).
   GgmlType type = GgmlType::Q8_0;
   // llama-quantize's "_M" mix for a K type (k_mix_type): Q4_K_M, Q5_K_M: output.weight, and
   // attn_v and ffn_down of the first and last eighth of the layers and of every third layer
@@ -63,8 +64,8 @@ GgmlType k_mix_type(GgmlType base, MixRole role, int layer, int n_layers);
 
 // The type a tensor of K type t with rows of row_elems elements is written in: t where its
 // blocks tile the rows, else llama-quantize's fallback (Qwen2.5-0.5B's 896-wide rows, say):
-// Q2_K/Q3_K IQ4_NL, Q4_K Q5_0, Q5_K Q5_1, Q6_K Q8_0, an output projection (`output`) Q8_0; F16
-// where that does not tile them either. Other types are returned as they are.
+// Q2_K/Q3_K/IQ4_XS IQ4_NL, Q4_K Q5_0, Q5_K Q5_1, Q6_K Q8_0, an output projection (`output`) Q8_0;
+// F16 where that does not tile them either. Other types are returned as they are.
 GgmlType fit_rows(GgmlType t, uint64_t row_elems, bool output);
 
 }  // namespace lift

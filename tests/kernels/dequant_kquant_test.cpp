@@ -1,5 +1,6 @@
 // Known-answer blocks of IQ4_NL and the K-quant super-blocks, from
-// shared/models/quantized/FORMATS.md (each checked there against ggml's own to_float), and the
+// shared/models/quantized/FORMATS.md (each checked there against ggml's own to_float), IQ4_XS's
+// worked out by hand from ggml's block layout (no reference file holds one), and the
 // codec table's agreement with the ggml type table.
 #include <gtest/gtest.h>
 
@@ -62,7 +63,7 @@ TEST(KernelDequantK, CodecTableMatchesTypeTable) {
     EXPECT_EQ(c->block_elems, ggml_type_info(t).block_elems) << ggml_type_name(t);
     EXPECT_EQ(c->block_bytes, ggml_type_info(t).block_bytes) << ggml_type_name(t);
   }
-  EXPECT_EQ(supported, 14);
+  EXPECT_EQ(supported, 15);
   EXPECT_EQ(sizeof(BlockQ8_K), ggml_type_info(GgmlType::Q8_K).block_bytes);
 }
 
@@ -162,6 +163,33 @@ TEST(KernelDequantK, Q3_KKnownAnswer) {
                    {192, 0},
                    {240, 5.25f},
                    {255, 5.25f}});
+}
+
+// IQ4_XS, d = 0.5; ls = 32, 33, 31, 0, 63, 40, 16, 48 (scales 0, 1, -1, -32, 31, 8, -16, 16):
+// scales_l nibbles 0 1 | 15 0 | 15 8 | 0 0, scales_h top bits 2 2 1 0 3 2 1 3 (0xdb1a). Each
+// sub-block's 16 bytes are kNibbles: element i < 16 the low nibble of byte i, i >= 16 the high
+// nibble of byte i - 16 (0xf0: levels -127 then 113; 0x87: -10 then 1; 0x0f: 113 then -127).
+TEST(KernelDequantK, IQ4_XSKnownAnswer) {
+  const auto y = decode(GgmlType::IQ4_XS, hex("00 38 1a db 10 0f 8f 00 " + repeat(kNibbles, 8)));
+  expect_picks(y, {{0, 0},
+                   {31, 0},
+                   {32, -63.5f},
+                   {39, -5},
+                   {47, 56.5f},
+                   {48, 56.5f},
+                   {55, 0.5f},
+                   {64, 63.5f},
+                   {96, 2032},
+                   {111, -1808},
+                   {127, 2032},
+                   {128, -1968.5f},
+                   {144, 1751.5f},
+                   {159, -1968.5f},
+                   {160, -508},
+                   {192, 1016},
+                   {224, -1016},
+                   {240, 904},
+                   {255, -1016}});
 }
 
 TEST(KernelDequantK, RowsMustBeWholeSuperBlocks) {

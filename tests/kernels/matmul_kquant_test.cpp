@@ -1,6 +1,6 @@
-// K-quant stored rows with Q8_K activations, and IQ4_NL rows with Q8_0 ones: on every Isa, each
-// output of matmul() is bitwise the codec's scalar dot of its weight row and activation row (the
-// SIMD kernels vectorize across outputs and keep the scalar float steps per output).
+// K-quant (and IQ4_XS) stored rows with Q8_K activations, and IQ4_NL rows with Q8_0 ones: on every
+// Isa, each output of matmul() is bitwise the codec's scalar dot of its weight row and activation
+// row (the SIMD kernels vectorize across outputs and keep the scalar float steps per output).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -23,8 +23,8 @@ namespace {
 using testing::IsaGuard;
 using testing::supported_isas;
 
-const GgmlType kTypes[] = {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
-                           GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL};
+const GgmlType kTypes[] = {GgmlType::Q2_K, GgmlType::Q3_K,   GgmlType::Q4_K,  GgmlType::Q5_K,
+                           GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
 
 // Weight rows and activation rows (the codec's format) with padded strides (the pads hold
 // garbage).
@@ -168,6 +168,8 @@ std::vector<size_t> scale_offsets(GgmlType t) {
       return {offsetof(BlockQ5_K, d), offsetof(BlockQ5_K, dmin)};
     case GgmlType::IQ4_NL:
       return {offsetof(BlockIQ4_NL, d)};
+    case GgmlType::IQ4_XS:
+      return {offsetof(BlockIQ4_XS, d)};
     default:
       return {offsetof(BlockQ6_K, d)};
   }

@@ -50,6 +50,8 @@ const Pair kPairs[] = {
     {GgmlType::Q6_K, ActFormat::q8_k},
     {GgmlType::Q4_K, ActFormat::f32},
     {GgmlType::Q6_K, ActFormat::f32},
+    {GgmlType::IQ4_XS, ActFormat::q8_k},
+    {GgmlType::IQ4_XS, ActFormat::f32},
 };
 
 bool super_blocks(GgmlType t) { return ggml_type_info(t).block_elems == 256; }

@@ -183,10 +183,12 @@ TEST(KernelQuantize, KQuantRoundTrip) {
   const size_t n = 256 * 16;
   std::vector<float> x(n);
   for (float& v : x) v = normal(rng);
-  // (Measured: Q2_K 0.33, Q3_K 0.15, IQ4_NL 0.079, Q4_K 0.079, Q5_K 0.038, Q6_K 0.019.)
+  // (Measured: Q2_K 0.33, Q3_K 0.15, IQ4_NL 0.079, Q4_K 0.079, Q5_K 0.038, Q6_K 0.019,
+  // IQ4_XS 0.080.)
   const std::pair<GgmlType, double> types[] = {{GgmlType::Q2_K, 0.45},   {GgmlType::Q3_K, 0.22},
                                                {GgmlType::IQ4_NL, 0.12}, {GgmlType::Q4_K, 0.12},
-                                               {GgmlType::Q5_K, 0.06},   {GgmlType::Q6_K, 0.03}};
+                                               {GgmlType::Q5_K, 0.06},   {GgmlType::Q6_K, 0.03},
+                                               {GgmlType::IQ4_XS, 0.12}};
   for (const auto& [t, ceiling] : types) {
     SCOPED_TRACE(ggml_type_name(t));
     const std::vector<float> y = roundtrip(t, x);
@@ -201,7 +203,7 @@ TEST(KernelQuantize, KQuantRoundTrip) {
   // All-zero super-blocks decode to zeros.
   const std::vector<float> zeros(256, 0.0f);
   for (GgmlType t : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::IQ4_NL, GgmlType::Q4_K,
-                     GgmlType::Q5_K, GgmlType::Q6_K}) {
+                     GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS}) {
     EXPECT_EQ(roundtrip(t, zeros), zeros) << ggml_type_name(t);
   }
 }

@@ -134,7 +134,7 @@ INSTANTIATE_TEST_SUITE_P(
             // K-quant mixes: Q4_K+Q6_K, Q2_K+Q3_K+Q6_K, Q3_K+Q4_K+Q5_K+Q6_K.
             "quantized/synth-K-Q4_K_M.gguf", "quantized/synth-K-Q2_K.gguf",
             "quantized/synth-K-Q3_K_M.gguf", "synthetic:Q8_0", "synthetic:Q4_0", "synthetic:F16",
-            "synthetic:Q4_K_M"),
+            "synthetic:Q4_K_M", "synthetic:IQ4_XS"),
         ::testing::Values(KvType::f32, KvType::f16)));
 
 }  // namespace

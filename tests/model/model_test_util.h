@@ -40,11 +40,11 @@ inline ::testing::AssertionResult bitwise_equal(const std::vector<float>& a,
   return same_bits(a, b);
 }
 
-// Shared model files by relative path, or "synthetic:TYPE" (Q8_0, Q4_0, F16, or Q4_K_M: dim
-// 128 is no multiple of 256, so that file mixes llama-quantize's fallbacks, Q5_0 and a Q8_0
-// output, with Q4_K/Q6_K ffn_down) for a small GQA model (dim 128, 8 heads, 2 KV heads) with
-// the stories260K vocabulary, written once per process (ctest runs the tests of this binary in
-// parallel processes).
+// Shared model files by relative path, or "synthetic:TYPE" (Q8_0, Q4_0, F16, IQ4_XS or Q4_K_M:
+// dim 128 is no multiple of 256, so those two files mix llama-quantize's fallbacks, IQ4_NL or
+// Q5_0 and a Q8_0 output, with IQ4_XS or Q4_K/Q6_K ffn_down) for a small GQA model (dim 128, 8
+// heads, 2 KV heads) with the stories260K vocabulary, written once per process (ctest runs the
+// tests of this binary in parallel processes).
 inline std::string resolve_model(const std::string& name) {
   const std::string prefix = "synthetic:";
   if (name.rfind(prefix, 0) != 0) return model_path(name);
@@ -60,7 +60,7 @@ inline std::string resolve_model(const std::string& name) {
   spec.ffn = 256;
   spec.seed = 3;
   spec.vocab_from = model_path("stories260K/stories260K.gguf");
-  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::F16}) {
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::F16, GgmlType::IQ4_XS}) {
     if (ggml_type_name(t) == type) spec.type = t;
   }
   if (type == "Q4_K_M") {
