@@ -152,8 +152,8 @@ constexpr Codec iq4nl_codec() {
   return c;
 }
 
-// The stored-row kernels are bitwise equal to k_dot (matmul_kquant.h); AVX-512 machines repack
-// Q2_K .. Q6_K into panels (panel.h).
+// AVX2 machines use the stored-row kernel, bitwise equal to k_dot (matmul_kquant.h); AVX-512
+// ones repack Q2_K .. Q6_K and IQ4_XS into panels (panel.h) and run the rest with k_dot.
 template <class Block>
 constexpr Codec k_codec(GgmlType t) {
   return {t,
@@ -165,13 +165,6 @@ constexpr Codec k_codec(GgmlType t) {
           k_dot_reference<Block>,
           detail::matmul_kquant_avx2,
           nullptr};
-}
-
-// IQ4_XS stays in stored rows (no panel layout): AVX-512 machines run its VNNI rows kernel.
-constexpr Codec iq4xs_codec() {
-  Codec c = k_codec<BlockIQ4_XS>(GgmlType::IQ4_XS);
-  c.rows_avx512 = detail::matmul_iq4xs_avx512;
-  return c;
 }
 
 const Codec kCodecs[] = {
@@ -189,7 +182,7 @@ const Codec kCodecs[] = {
     k_codec<BlockQ4_K>(GgmlType::Q4_K),
     k_codec<BlockQ5_K>(GgmlType::Q5_K),
     k_codec<BlockQ6_K>(GgmlType::Q6_K),
-    iq4xs_codec(),
+    k_codec<BlockIQ4_XS>(GgmlType::IQ4_XS),
 };
 
 }  // namespace

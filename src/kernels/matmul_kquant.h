@@ -11,10 +11,6 @@ namespace lift::kernels::detail {
 // (codec k_dot) and with f32 ones.
 void matmul_kquant_avx2(const MatmulArgs& a);
 
-// IQ4_XS rows on AVX-512 VNNI, bitwise equal to k_dot the same way (matmul_iq4xs_avx512.cpp);
-// f32 activations go to matmul_kquant_avx2.
-void matmul_iq4xs_avx512(const MatmulArgs& a);
-
 // IQ4_NL rows on AVX2, the same way: q8_0 activations bitwise equal to the scalar kernel (codec
 // q8_dot), f32 activations through matmul_scalar.
 void matmul_iq4nl_avx2(const MatmulArgs& a);

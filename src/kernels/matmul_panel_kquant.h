@@ -67,6 +67,10 @@ using KPanelQ6KStream = KPanelLayout<GgmlType::Q6_K, 16, 0, 64, 0, 320, true, 19
 // 0-2 and of 2m + 1 in bits 3-5; quad 3's u of 2m in bits 6-7 of vector 0 (bits 0-1) and bit 6
 // of vector 1 (bit 2), of 2m + 1 in bit 7 of vector 1 (bit 0) and bits 6-7 of vector 2.
 using KPanelQ2KStream = KPanelLayout<GgmlType::Q2_K, 16, 0, 64, 64, 320, true, 64>;
+// IQ4_XS: Q4_K's nibble order (each byte a level index of element 32k + 4v + t and, above it, of
+// 32k + 16 + 4v + t), signed scales ls - 32; streamed: d, 32 bytes of padding, scales, codes.
+using KPanelIQ4XS = KPanelLayout<GgmlType::IQ4_XS, 8, 0, 2048, 0>;
+using KPanelIQ4XSStream = KPanelLayout<GgmlType::IQ4_XS, 8, 0, 64, 0, 192, true>;
 using KPanelQ3KStream = KPanelLayout<GgmlType::Q3_K, 16, 0, 64, 0, 320, true, 192>;
 
 inline constexpr size_t kQ8KQsOff = offsetof(BlockQ8_K, qs);
@@ -91,6 +95,8 @@ inline void with_k_layout(const PanelView& w, Fn&& fn) {
       return as.template operator()<KPanelQ5K, KPanelQ5KStream>();
     case GgmlType::Q6_K:
       return as.template operator()<KPanelQ6K, KPanelQ6KStream>();
+    case GgmlType::IQ4_XS:
+      return as.template operator()<KPanelIQ4XS, KPanelIQ4XSStream>();
     default:
       return;
   }

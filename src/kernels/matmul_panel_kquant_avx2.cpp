@@ -469,7 +469,10 @@ void matmul_k_panels_avx2(const PanelView& w, const uint8_t* act, size_t act_str
   const KArgs a{w, act, act_stride, w.n_in / kKBlock, y, ldy, o_end};
   const size_t p_begin = o_begin / kPanelRows;
   const size_t p_end = (o_end + kPanelRows - 1) / kPanelRows;
-  with_k_layout(w, [&]<class W>() { k_loop<W>(a, p_begin, p_end, n_rows); });
+  with_k_layout(w, [&]<class W>() {
+    // No AVX2 panels for IQ4_XS (panel_supported): its stored rows serve there.
+    if constexpr (W::kType != GgmlType::IQ4_XS) k_loop<W>(a, p_begin, p_end, n_rows);
+  });
 }
 
 }  // namespace lift::kernels::detail

@@ -1,10 +1,11 @@
-// AVX-512 VNNI products of K-quant panels (Q2_K to Q6_K; layouts in panel.h) with Q8_K
+// AVX-512 VNNI products of K-quant panels (Q2_K to Q6_K, IQ4_XS; layouts in panel.h) with Q8_K
 // activation rows. Lanes are output rows. Per output and super-block, in this fixed order:
 //   Q2_K/Q4_K/Q5_K: summ = sum_k m_k * xsum_k            (vpmaddwd over int16 pairs of sub-blocks)
 //         acc  = fma(-float(summ), dmin_w * d_x, acc)
 //         sumi = sum_k sc_k * dot_k            (dot_k: vpdpbusd of u8 codes with i8 x)
 //         acc  = fma(float(sumi), d_w * d_x, acc)
-//   Q3_K/Q6_K: sumi = sum_k sc_k * (dot_k - o * xsum_k)   (codes stored as q + o, o = 4, 32)
+//   Q3_K/Q6_K/IQ4_XS: sumi = sum_k sc_k * (dot_k - o * xsum_k)
+//         (codes stored, or looked up, as q + o: o = 4, 32, 128)
 //         acc  = fma(float(sumi), d_w * d_x, acc)
 // Every integer is exact, so the tile shape (C panels x R rows) never changes a result.
 #include <immintrin.h>
@@ -81,6 +82,13 @@ inline void small_code_dots(__m512i (&dot)[R][C], const uint8_t* const* xb, size
   quad.template operator()<3>();
 }
 
+// IQ4_NL's levels plus 128, as bytes, in every 128-bit lane (a vpshufb table).
+inline __m512i iq4_shifted_levels() {
+  alignas(16) uint8_t t[16];
+  for (int i = 0; i < 16; ++i) t[i] = static_cast<uint8_t>(kIq4NlLevels[i] + 128);
+  return _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(t)));
+}
+
 // Decode streams each panel once from DRAM: ask for the lines a fixed distance ahead of the
 // part of the codes being read (stream_ahead: on into the next tile's panel), into L2 (T1): an
 // L1 prefetch this far ahead holds one of L1's few miss buffers per line, and measured (Zen 4,
@@ -88,10 +96,10 @@ inline void small_code_dots(__m512i (&dot)[R][C], const uint8_t* const* xb, size
 // 20.5), before stream_ahead; with it 4-32 KiB measured alike.
 constexpr size_t kAhead = 8192;
 
-// A layout with the rows per prefill tile (k_loop): Q4_K/Q5_K 4, Q6_K 8.
+// A layout with the rows per prefill tile (k_loop): Q4_K/Q5_K/IQ4_XS 4, Q6_K 8.
 template <class W>
 struct Layout : W {
-  static constexpr int kWideR = W::kHasMin ? 4 : 8;
+  static constexpr int kWideR = W::kHasMin || W::kType == GgmlType::IQ4_XS ? 4 : 8;
   static constexpr size_t kSubBytes = W::kBlockBytes / W::kSubs;  // for prefetching only
 };
 
@@ -119,6 +127,7 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
   const uint8_t* xr[R];
   for (int r = 0; r < R; ++r) xr[r] = a.act + (r0 + static_cast<size_t>(r)) * a.act_stride;
   const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i iq4_lut = iq4_shifted_levels();
   __m512 acc[R][C];
   for (auto& row : acc) {
     for (auto& v : row) v = _mm512_setzero_ps();
@@ -170,7 +179,15 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
     }
     // Q3_K/Q6_K: each row's code offset term per sub-block, -offset * xsum_k, all 16 at once.
     alignas(64) int32_t offsets[W::kHasMin ? 1 : R][16];
-    if constexpr (!W::kHasMin) {
+    if constexpr (W::kType == GgmlType::IQ4_XS) {
+      // Levels looked up as q + 128: -128 * xsum_k, each 32-element sum two of Q8_K's.
+      for (int r = 0; r < R; ++r) {
+        const __m256i sums = _mm256_madd_epi16(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[r] + kQ8KBsumsOff)),
+            _mm256_set1_epi16(-128));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(offsets[r]), sums);
+      }
+    } else if constexpr (!W::kHasMin) {
       // Codes stored as q + 4 (Q3_K), q + 32 (Q6_K split) or 4 (q + 32) (Q6_K streamed).
       constexpr int kShift = W::kType == GgmlType::Q3_K ? 2 : code_times4<W>() ? 7 : 5;
       for (int r = 0; r < R; ++r) {
@@ -254,6 +271,30 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
         step.template operator()<7>();
         if constexpr (R == 1) {
           for (int c = 0; c < C; ++c) dot[0][c] = _mm512_add_epi32(dot[0][c], odd[0][c]);
+        }
+      } else if constexpr (W::kType == GgmlType::IQ4_XS) {
+        // IQ4_XS: Q4_K's nibbles, each a level index, looked up as u = level + 128 (one byte
+        // shuffle per vector; every level is below 128 in magnitude); the offset is the bias.
+        for (int r = 0; r < R; ++r) {
+          const __m512i bias = _mm512_set1_epi32(offsets[r][k]);
+          for (int c = 0; c < C; ++c) dot[r][c] = bias;
+        }
+        for (size_t v = 0; v < 4; ++v) {
+          __m512i lo[C], hi[C];
+          for (int c = 0; c < C; ++c) {
+            const __m512i raw =
+                _mm512_load_si512(blk[c] + W::kCodeOff + k * W::kCodeStride + v * 64);
+            lo[c] = _mm512_shuffle_epi8(iq4_lut, _mm512_and_si512(raw, m4));
+            hi[c] = _mm512_shuffle_epi8(iq4_lut, _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4));
+          }
+          for (int r = 0; r < R; ++r) {
+            const __m512i xl = bcast32(xb[r] + kQsOff + 32 * k + 4 * v);
+            const __m512i xh = bcast32(xb[r] + kQsOff + 32 * k + 16 + 4 * v);
+            for (int c = 0; c < C; ++c) {
+              dot[r][c] = _mm512_dpbusd_epi32(dot[r][c], lo[c], xl);
+              dot[r][c] = _mm512_dpbusd_epi32(dot[r][c], hi[c], xh);
+            }
+          }
         }
       } else if constexpr (W::kType == GgmlType::Q4_K && R == 1) {
         // Q4_K, one row: the high nibbles are used in place, as 16 times the code (one mask, no

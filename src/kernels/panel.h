@@ -76,10 +76,11 @@ struct PanelMatrix {
 };
 
 inline namespace LIFT_TARGET_NS {
-// The integer panels: Q8_0, Q4_0, Q5_0 and IQ4_NL (q8_0 activations), Q2_K to Q6_K (q8_k).
+// The integer panels: Q8_0, Q4_0, Q5_0 and IQ4_NL (q8_0 activations), Q2_K to Q6_K and IQ4_XS
+// (q8_k).
 inline bool is_k_panel(GgmlType t) {
   return t == GgmlType::Q2_K || t == GgmlType::Q3_K || t == GgmlType::Q4_K || t == GgmlType::Q5_K ||
-         t == GgmlType::Q6_K;
+         t == GgmlType::Q6_K || t == GgmlType::IQ4_XS;
 }
 inline bool is_quantized(GgmlType t) {
   return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q5_0 ||
@@ -90,12 +91,13 @@ inline bool is_quantized(GgmlType t) {
 // layout its d and dmin too), and of its f16 d (and dmin).
 constexpr size_t k_panel_block_bytes(GgmlType t, bool stream = false) {
   if (t == GgmlType::Q2_K) return stream ? 1344 : 1280;
+  if (t == GgmlType::IQ4_XS) return stream ? 2240 : 2176;
   if (t == GgmlType::Q3_K) return stream ? 1856 : 1792;
   if (stream) return t == GgmlType::Q4_K ? 2368 : t == GgmlType::Q5_K ? 2880 : 3392;
   return t == GgmlType::Q4_K ? 2304 : t == GgmlType::Q5_K ? 2816 : 3328;
 }
 constexpr size_t k_panel_scale_bytes(GgmlType t) {
-  return t == GgmlType::Q6_K || t == GgmlType::Q3_K ? 32 : 64;
+  return t == GgmlType::Q6_K || t == GgmlType::Q3_K || t == GgmlType::IQ4_XS ? 32 : 64;
 }
 
 // Bytes of one block of 16 rows in a quantized panel: the codes, then (after all blocks' codes)
@@ -124,8 +126,8 @@ constexpr size_t q_scales_at(GgmlType t, bool streamed, size_t nb, size_t b) {
 }
 }  // namespace LIFT_TARGET_NS
 
-// Whether the active Isa has panel kernels for this weight type (AVX-512 VNNI: Q8_0, Q4_0, Q4_K,
-// Q5_K, Q6_K, F16, BF16; AVX2: Q4_K, Q5_K, Q6_K). When false, products use the stored rows
+// Whether the active Isa has panel kernels for this weight type (AVX-512 VNNI: the integer
+// panels above, F16, BF16; AVX2: Q2_K to Q6_K). When false, products use the stored rows
 // through matmul().
 bool panel_supported(GgmlType type);
 

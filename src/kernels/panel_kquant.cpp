@@ -151,6 +151,30 @@ void pack_q2_k(const BlockQ2_K& b, size_t lane, uint8_t* blk, uint8_t* scales) {
   std::memcpy(scales + 32 + 2 * lane, &b.dmin, 2);
 }
 
+// IQ4_XS: the level indexes in Q4_K's nibble order (low: element 32k + 4v + t, high: 32k + 16 +
+// 4v + t; the stored block has element 32k + i in nibble i / 16 of qs[16k + i % 16]), the
+// signed sub-block scales, d.
+template <class W>
+void pack_iq4_xs(const BlockIQ4_XS& b, size_t lane, uint8_t* blk, uint8_t* scales) {
+  KCodes c;
+  k_codes(b, c);
+  auto index = [&](size_t e) {
+    const uint8_t byte = b.qs[16 * (e / 32) + e % 16];
+    return static_cast<uint8_t>(e % 32 < 16 ? byte & 15 : byte >> 4);
+  };
+  for (size_t k = 0; k < 8; ++k) {
+    uint8_t* codes = blk + W::kCodeOff + k * W::kCodeStride;
+    for (size_t v = 0; v < 4; ++v) {
+      for (size_t t = 0; t < 4; ++t) {
+        at(codes, v, lane, t) =
+            static_cast<uint8_t>(index(32 * k + 4 * v + t) | index(32 * k + 16 + 4 * v + t) << 4);
+      }
+    }
+    blk[W::kScOff + 16 * k + lane] = static_cast<uint8_t>(c.sc[k]);
+  }
+  std::memcpy(scales + 2 * lane, &b.d, 2);
+}
+
 // One stored row into lane `lane` of a panel in layout W.
 template <class W, class Block>
 void pack_row_as(const uint8_t* src, size_t nb, size_t lane, uint8_t* panel) {
@@ -161,6 +185,8 @@ void pack_row_as(const uint8_t* src, size_t nb, size_t lane, uint8_t* panel) {
     std::memcpy(&x, src + b * sizeof x, sizeof x);
     if constexpr (W::kType == GgmlType::Q2_K) {
       pack_q2_k<W>(x, lane, blk, scales);
+    } else if constexpr (W::kType == GgmlType::IQ4_XS) {
+      pack_iq4_xs<W>(x, lane, blk, scales);
     } else if constexpr (W::kHasMin) {
       pack_affine<W>(x, lane, blk, scales);
     } else if constexpr (W::kType == GgmlType::Q3_K) {
@@ -212,6 +238,9 @@ void pack_k_row(GgmlType t, bool stream, const uint8_t* src, size_t n_in, size_t
     case GgmlType::Q6_K:
       return stream ? pack_row_as<KPanelQ6KStream, BlockQ6_K>(src, nb, lane, panel)
                     : pack_row_as<KPanelQ6K, BlockQ6_K>(src, nb, lane, panel);
+    case GgmlType::IQ4_XS:
+      return stream ? pack_row_as<KPanelIQ4XSStream, BlockIQ4_XS>(src, nb, lane, panel)
+                    : pack_row_as<KPanelIQ4XS, BlockIQ4_XS>(src, nb, lane, panel);
     default:
       throw std::invalid_argument("pack_panels: no K panel layout for this type");
   }
@@ -230,6 +259,7 @@ float k_panel_dot(GgmlType t, const void* row, const void* q8_k_row, size_t n_in
   if (t == GgmlType::Q4_K) return detail::k_panel_dot_blocks<BlockQ4_K>(w, x, nb);
   if (t == GgmlType::Q5_K) return detail::k_panel_dot_blocks<BlockQ5_K>(w, x, nb);
   if (t == GgmlType::Q6_K) return detail::k_panel_dot_blocks<BlockQ6_K>(w, x, nb);
+  if (t == GgmlType::IQ4_XS) return detail::k_panel_dot_blocks<BlockIQ4_XS>(w, x, nb);
   throw std::invalid_argument("k_panel_dot: no K panel layout for this type");
 }
 
