@@ -1,5 +1,4 @@
-// The K-quant super-blocks (Q2_K .. Q6_K, and IQ4_XS) in one integer form: every value of every K
-// type is
+// The K-quant super-blocks (Q2_K .. Q6_K, IQ4_XS) in one integer form: every value of each is
 //   y[e] = (d * sc[k]) * q[e] - (dmin * m[k]),   k = e / sub_len,
 // with q, sc and m small integers (Q3_K and Q6_K have no min term). The decoders below and the
 // integer dot products against Q8_K activations all start from this form, so a K type's bit
@@ -147,6 +146,12 @@ inline void k_codes(const BlockQ6_K& b, KCodes& c) {
   }
 }
 
+// IQ4_XS: element e's level index, nibble (e % 32) / 16 of qs[16 (e / 32) + e % 16].
+inline int iq4_xs_index(const BlockIQ4_XS& b, size_t e) {
+  const uint8_t byte = b.qs[16 * (e / 32) + e % 16];
+  return e % 32 < 16 ? byte & 0x0F : byte >> 4;
+}
+
 inline void k_codes(const BlockIQ4_XS& b, KCodes& c) {
   c.d = f16_to_f32(b.d);
   for (int k = 0; k < 8; ++k) {
@@ -154,10 +159,7 @@ inline void k_codes(const BlockIQ4_XS& b, KCodes& c) {
     const int high = (b.scales_h >> (2 * k)) & 3;
     c.sc[k] = (low | (high << 4)) - 32;
   }
-  for (int e = 0; e < 256; ++e) {
-    const uint8_t byte = b.qs[16 * (e / 32) + e % 16];
-    c.q[e] = kIq4NlLevels[(e % 32) < 16 ? byte & 0x0F : byte >> 4];
-  }
+  for (size_t e = 0; e < 256; ++e) c.q[e] = kIq4NlLevels[iq4_xs_index(b, e)];
 }
 
 // ggml's to_float: the sub-block scale d * sc (and min dmin * m) rounded to float once, then one

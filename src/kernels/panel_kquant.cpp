@@ -152,16 +152,12 @@ void pack_q2_k(const BlockQ2_K& b, size_t lane, uint8_t* blk, uint8_t* scales) {
 }
 
 // IQ4_XS: the level indexes in Q4_K's nibble order (low: element 32k + 4v + t, high: 32k + 16 +
-// 4v + t; the stored block has element 32k + i in nibble i / 16 of qs[16k + i % 16]), the
-// signed sub-block scales, d.
+// 4v + t), the signed sub-block scales, d.
 template <class W>
 void pack_iq4_xs(const BlockIQ4_XS& b, size_t lane, uint8_t* blk, uint8_t* scales) {
   KCodes c;
   k_codes(b, c);
-  auto index = [&](size_t e) {
-    const uint8_t byte = b.qs[16 * (e / 32) + e % 16];
-    return static_cast<uint8_t>(e % 32 < 16 ? byte & 15 : byte >> 4);
-  };
+  auto index = [&](size_t e) { return iq4_xs_index(b, e); };
   for (size_t k = 0; k < 8; ++k) {
     uint8_t* codes = blk + W::kCodeOff + k * W::kCodeStride;
     for (size_t v = 0; v < 4; ++v) {
