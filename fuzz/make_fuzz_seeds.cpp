@@ -111,9 +111,9 @@ void writer_seeds(const fs::path& out) {
   {
     Writer w;
     w.set_string("general.architecture", "llama");
-    const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,  GgmlType::Q8_0,
-                              GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,  GgmlType::Q5_1,
-                              GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::IQ4_NL};
+    const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,   GgmlType::Q8_0,
+                              GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,   GgmlType::Q5_1,
+                              GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
     for (GgmlType t : types) {
       const auto& info = lift::ggml_type_info(t);
       const std::string name = "w." + std::string(info.name);

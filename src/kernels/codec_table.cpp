@@ -152,8 +152,8 @@ constexpr Codec iq4nl_codec() {
   return c;
 }
 
-// AVX2 machines use the stored-row kernel, bitwise equal to k_dot (matmul_kquant.h); AVX-512
-// ones repack Q2_K .. Q6_K and IQ4_XS into panels (panel.h) and run the rest with k_dot.
+// The stored-row kernel (AVX2, and AVX-512 machines' matmul() too) is bitwise equal to k_dot
+// (matmul_kquant.h); the engine repacks these types into panels (panel.h) where it can.
 template <class Block>
 constexpr Codec k_codec(GgmlType t) {
   return {t,

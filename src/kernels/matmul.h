@@ -21,7 +21,7 @@ namespace lift::kernels {
 // af == f32), row r at (const uint8_t*)act + r * act_stride.
 // Computes y[r * ldy + o] = dot(W row o, act row r) for r in [0, n_rows), o in [o_begin, o_end).
 // Supported (wt, af): every codec type (codec.h) with f32, and each quantized type with its
-// codec's format (q8_0: Q8_0/Q4_0/Q5_0/IQ4_NL, q8_1: Q4_1/Q5_1, q8_k: Q2_K..Q6_K). Throws
+// codec's format (q8_0: Q8_0/Q4_0/Q5_0/IQ4_NL, q8_1: Q4_1/Q5_1, q8_k: Q2_K..Q6_K/IQ4_XS). Throws
 // std::invalid_argument for other pairs or inconsistent sizes. Quantized n_in must be a whole
 // number of blocks (32 or 256); f32 activations must be 4-byte aligned.
 // Never allocates and never starts threads.

@@ -1,8 +1,8 @@
-// AVX2 products of K-quant panels (Q2_K to Q6_K; layouts in panel.h) with Q8_K activation
+// AVX2 products of K-quant panels (Q2_K to Q6_K, IQ4_XS; layouts in panel.h) with Q8_K activation
 // rows. Each output gets the integers sumi and summ of matmul_panel_kquant_avx512.cpp and the
 // same float steps in the same order,
 //   Q4_K/Q5_K: acc = fma(-float(summ), dmin_w * d_x, acc);  acc = fma(float(sumi), d_w * d_x, acc)
-//   Q6_K:      acc = fma(float(sumi), d_w * d_x, acc)
+//   Q3_K/Q6_K/IQ4_XS: acc = fma(float(sumi), d_w * d_x, acc)
 // so an AVX2 machine computes every K-quant logit bit for bit as an AVX-512 or AMX one does.
 //
 // A 16-row panel is two halves of eight lanes (one 256-bit register each). Without vpdpbusd, a
@@ -11,8 +11,9 @@
 // scale, which gives sc_k * dot_k directly. That is exact while no int16 sum can overflow: a
 // pair is at most 2 * umax * 128, so Q4_K (codes < 16) widens every 8 quads (30720), Q5_K (< 32)
 // every 4 (31744), Q6_K (< 64, stored as q + 32) every 2 (32256), Q2_K (< 4) and Q3_K (< 8,
-// stored as q + 4) once per 16-element sub-block, its 4 quads (3072, 7168). Every integer is
-// exact, so neither the grouping nor the tile shape changes a result.
+// stored as q + 4) once per 16-element sub-block, its 4 quads (3072, 7168); IQ4_XS's level + 128
+// goes in as two base-16 digits, each summed over its 32-element sub-block (30720). Every
+// integer is exact, so neither the grouping nor the tile shape changes a result.
 #include <immintrin.h>
 
 #include <cstddef>
@@ -316,16 +317,74 @@ inline void q6_sub_block(const uint8_t* blk, const uint8_t* const* xb, size_t k,
   }
 }
 
-// Q6_K's codes carry +32, Q3_K's +4: per lane and row, that times sum_k sc_k * xsum_k comes off
-// sumi. The scales of sub-blocks 2i and 2i + 1 interleaved as int16 pairs meet the Q8_K bsums
-// pair (2i, 2i + 1).
+// IQ4_XS sub-block k: Q4_K's nibble order, each nibble a level index. The level as u = q + 128
+// (1..241) would overflow vpmaddubsw's pair sums, so u = 16 u_hi + u_lo goes in as two digits
+// under 16 (two byte shuffles per index vector): the int16 sums of either digit over the
+// sub-block's 8 quads stay within 8 * 2 * 15 * 128 = 30720, and widen by sc and by 16 sc.
+template <class W, int R, int H>
+inline void iq4_xs_sub_block(const uint8_t* blk, const uint8_t* const* xb, size_t k, int h0,
+                             __m256i (&sumi)[R][H]) {
+  alignas(16) uint8_t lo_t[16], hi_t[16];
+  for (int i = 0; i < 16; ++i) {
+    const auto u = static_cast<uint8_t>(kIq4NlLevels[i] + 128);
+    lo_t[i] = u & 15;
+    hi_t[i] = u >> 4;
+  }
+  const __m256i lo_lut = _mm256_broadcastsi128_si256(load128(lo_t));
+  const __m256i hi_lut = _mm256_broadcastsi128_si256(load128(hi_t));
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  __m256i sc[H], sc16[H];
+  for (int h = 0; h < H; ++h) {
+    sc[h] = scale_pairs<true>(blk + W::kScOff + 16 * k, h0 + h);
+    sc16[h] = _mm256_slli_epi16(sc[h], 4);
+  }
+  __m256i s_lo[R][H], s_hi[R][H];
+  for (size_t v = 0; v < 4; ++v) {
+    __m256i ul[2][H], uh[2][H];  // [low / high nibble][half]: digit vectors
+    for (int h = 0; h < H; ++h) {
+      const __m256i raw = load(blk + W::kCodeOff + k * W::kCodeStride + v * 64 + 32 * (h0 + h));
+      const __m256i il = _mm256_and_si256(raw, m4);
+      const __m256i ih = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+      ul[0][h] = _mm256_shuffle_epi8(lo_lut, il);
+      uh[0][h] = _mm256_shuffle_epi8(hi_lut, il);
+      ul[1][h] = _mm256_shuffle_epi8(lo_lut, ih);
+      uh[1][h] = _mm256_shuffle_epi8(hi_lut, ih);
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m256i xl = bcast32(xb[r] + kQsOff + 32 * k + 4 * v);
+      const __m256i xh = bcast32(xb[r] + kQsOff + 32 * k + 16 + 4 * v);
+      for (int h = 0; h < H; ++h) {
+        const __m256i tl = _mm256_add_epi16(_mm256_maddubs_epi16(ul[0][h], xl),
+                                            _mm256_maddubs_epi16(ul[1][h], xh));
+        const __m256i th = _mm256_add_epi16(_mm256_maddubs_epi16(uh[0][h], xl),
+                                            _mm256_maddubs_epi16(uh[1][h], xh));
+        s_lo[r][h] = v == 0 ? tl : _mm256_add_epi16(s_lo[r][h], tl);
+        s_hi[r][h] = v == 0 ? th : _mm256_add_epi16(s_hi[r][h], th);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int h = 0; h < H; ++h) {
+      const __m256i t = _mm256_add_epi32(_mm256_madd_epi16(s_lo[r][h], sc[h]),
+                                         _mm256_madd_epi16(s_hi[r][h], sc16[h]));
+      sumi[r][h] = _mm256_add_epi32(sumi[r][h], t);
+    }
+  }
+}
+
+// Q6_K's codes carry +32, Q3_K's +4, IQ4_XS's +128: per lane and row, that times
+// sum_k sc_k * xsum_k comes off sumi. The scales of 16-element sub-blocks 2i and 2i + 1
+// interleaved as int16 pairs meet the Q8_K bsums pair (2i, 2i + 1); a 32-element sub-block i
+// meets that pair with its scale twice.
 template <class W, int R, int H>
 inline void q_bias(const uint8_t* blk, const uint8_t* const* xb, int h0, __m256i (&sumi)[R][H]) {
-  constexpr int kShift = W::kType == GgmlType::Q3_K ? 2 : 5;
+  constexpr int kShift = W::kType == GgmlType::Q3_K ? 2 : W::kType == GgmlType::IQ4_XS ? 7 : 5;
+  constexpr size_t kRows = W::kSubs == 16 ? 2 : 1;  // scale rows per bsums pair
   __m256i bias[R][H];
   for (int i = 0; i < 8; ++i) {
-    const __m128i r0 = load128(blk + W::kScOff + 32 * static_cast<size_t>(i));
-    const __m128i r1 = load128(blk + W::kScOff + 32 * static_cast<size_t>(i) + 16);
+    const __m128i r0 = load128(blk + W::kScOff + 16 * kRows * static_cast<size_t>(i));
+    const __m128i r1 =
+        load128(blk + W::kScOff + 16 * kRows * static_cast<size_t>(i) + 16 * (kRows - 1));
     __m256i pairs[H];
     for (int h = 0; h < H; ++h) {
       pairs[h] =
@@ -408,6 +467,8 @@ void k_tile(const KArgs& a, size_t p, int h0, size_t r0) {
         q2_sub_block<W, R, H>(blk, xb, k, h0, sumi);
       } else if constexpr (W::kType == GgmlType::Q3_K) {
         q3_sub_block<W, R, H>(blk, xb, k, h0, sumi);
+      } else if constexpr (W::kType == GgmlType::IQ4_XS) {
+        iq4_xs_sub_block<W, R, H>(blk, xb, k, h0, sumi);
       } else if constexpr (W::kHasMin) {
         affine_sub_block<W, R, H>(blk, xb, k, h0, sumi);
       } else {
@@ -469,10 +530,7 @@ void matmul_k_panels_avx2(const PanelView& w, const uint8_t* act, size_t act_str
   const KArgs a{w, act, act_stride, w.n_in / kKBlock, y, ldy, o_end};
   const size_t p_begin = o_begin / kPanelRows;
   const size_t p_end = (o_end + kPanelRows - 1) / kPanelRows;
-  with_k_layout(w, [&]<class W>() {
-    // No AVX2 panels for IQ4_XS (panel_supported): its stored rows serve there.
-    if constexpr (W::kType != GgmlType::IQ4_XS) k_loop<W>(a, p_begin, p_end, n_rows);
-  });
+  with_k_layout(w, [&]<class W>() { k_loop<W>(a, p_begin, p_end, n_rows); });
 }
 
 }  // namespace lift::kernels::detail

@@ -175,8 +175,7 @@ void zero_row(GgmlType t, size_t n_in, uint8_t* dst) {
 }  // namespace
 
 bool panel_supported(GgmlType type) {
-  // IQ4_XS's levels would saturate the AVX2 panels' vpmaddubsw: its stored rows serve there.
-  if (is_k_panel(type)) return active_isa() >= (type == GgmlType::IQ4_XS ? Isa::avx512 : Isa::avx2);
+  if (is_k_panel(type)) return active_isa() >= Isa::avx2;
   return packable(type) && active_isa() >= Isa::avx512;
 }
 

@@ -34,7 +34,7 @@ inline constexpr size_t kPanelRows = 16;
 //  * Q5_0: Q4_0's nibbles, then the 5th bits [16 rows][4 bytes] (bit j of byte t: element
 //    4j + t's), then scales [nb][16] f16.
 //  * F16 / BF16: [n_in][16] values in the stored type.
-//  * Q4_K / Q5_K / Q6_K (q8_k activations; per 256-element super-block, panel_kquant.cpp):
+//  * Q2_K .. Q6_K, IQ4_XS (q8_k activations; per 256-element super-block, panel_kquant.cpp):
 //    Q4_K: codes [8 sub-blocks][4 vectors][16 rows][4 bytes] (low nibble element 32k+4v+t,
 //    high nibble element 32k+16+4v+t), scales u8 [8][16], mins u8 [4 pairs][16][2]; Q5_K:
 //    Q4_K's codes, then 5th bits [8][16][4] (bit j of byte t: quad j's element t), then Q4_K's
@@ -45,8 +45,9 @@ inline constexpr size_t kPanelRows = 16;
 //    each [16][4] (bits 2j..2j+1 of byte t: quad j's element t) and their third bits [16][4]
 //    (bit j: sub-block 2m's, bit 4 + j: 2m + 1's); Q2_K: codes [16 sub-blocks][16][4] (bits
 //    2j..2j+1 of byte t: quad j's element t), then the stored scale bytes (scale | min << 4)
-//    [8 pairs][16][2]; then, after all blocks, f16 d [nb][16] (Q2_K/Q4_K: d [16] then dmin
-//    [16] per block).
+//    [8 pairs][16][2]; IQ4_XS: Q4_K's codes (each nibble a level index), then scales i8
+//    [8][16]; then, after all blocks, f16 d [nb][16] (Q2_K/Q4_K: d [16] then dmin [16] per
+//    block).
 //  * Streamed layouts (PanelMatrix::streamed; the ones packed unless AMX's K-panel kernels
 //    will read them): Q8_0 / Q4_0 blocks in pairs, each pair's 2 x 16 f16 scales, then its
 //    two blocks' codes as above. Q4_K each block d [16], dmin [16], scales [8][16], mins
@@ -55,7 +56,8 @@ inline constexpr size_t kPanelRows = 16;
 //    sub-block three code vectors [3][16][4] (byte t of vector i: 4 u_i above two bits of u_3;
 //    matmul_panel_kquant.h). Q3_K d [16], 32 bytes of padding, scales, then per pair of sub-blocks
 //    three code vectors (both sub-blocks' codes; matmul_panel_kquant.h); Q2_K d [16], dmin [16],
-//    the scale bytes, then the codes (1,344 bytes, as stored). A panel is then read in ascending
+//    the scale bytes, then the codes (1,344 bytes, as stored); IQ4_XS d [16], 32 bytes of
+//    padding, scales [8][16], then the codes. A panel is then read in ascending
 //    order, one stream, and decode tiles take one panel and ask for the lines kStreamAhead on. One
 //    thread of 1.1B Q4_K decode read 70-76% of a one-thread probe's bandwidth with the split layout
 //    and 4-panel decode tiles, 84-95% with this (Zen 4, before the software prefetch, which Zen 5
@@ -127,7 +129,7 @@ constexpr size_t q_scales_at(GgmlType t, bool streamed, size_t nb, size_t b) {
 }  // namespace LIFT_TARGET_NS
 
 // Whether the active Isa has panel kernels for this weight type (AVX-512 VNNI: the integer
-// panels above, F16, BF16; AVX2: Q2_K to Q6_K). When false, products use the stored rows
+// panels above, F16, BF16; AVX2: Q2_K to Q6_K, IQ4_XS). When false, products use the stored rows
 // through matmul().
 bool panel_supported(GgmlType type);
 

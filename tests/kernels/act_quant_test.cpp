@@ -31,8 +31,8 @@ TEST(KernelActQuant, FormatForWeightType) {
   EXPECT_EQ(act_format(GgmlType::Q4_0, false), ActFormat::f32);
   EXPECT_EQ(act_format(GgmlType::Q5_1, false), ActFormat::f32);
   EXPECT_EQ(act_format(GgmlType::IQ4_NL, true), ActFormat::q8_0);
-  for (GgmlType t :
-       {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+  for (GgmlType t : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
+                     GgmlType::IQ4_XS}) {
     EXPECT_EQ(act_format(t, true), ActFormat::q8_k) << ggml_type_name(t);
     EXPECT_EQ(act_format(t, false), ActFormat::f32) << ggml_type_name(t);
   }

@@ -165,31 +165,23 @@ TEST(KernelDequantK, Q3_KKnownAnswer) {
                    {255, 5.25f}});
 }
 
-// IQ4_XS, d = 0.5; ls = 32, 33, 31, 0, 63, 40, 16, 48 (scales 0, 1, -1, -32, 31, 8, -16, 16):
-// scales_l nibbles 0 1 | 15 0 | 15 8 | 0 0, scales_h top bits 2 2 1 0 3 2 1 3 (0xdb1a). Each
-// sub-block's 16 bytes are kNibbles: element i < 16 the low nibble of byte i, i >= 16 the high
-// nibble of byte i - 16 (0xf0: levels -127 then 113; 0x87: -10 then 1; 0x0f: 113 then -127).
+// IQ4_XS, d = 0.5; ls = 34, 33, 31, 0, 63, 40, 16, 48 (scales 2, 1, -1, -32, 31, 8, -16, 16):
+// scales_l nibbles 2 1 | 15 0 | 15 8 | 0 0, scales_h top bits 2 2 1 0 3 2 1 3 (0xdb1a). Sub-block
+// k's 16 bytes are kNibbles turned left by k bytes (byte j of kNibbles: low nibble j, high
+// 15 - j), so its element i < 16 is level (i + k) % 16 and i >= 16 level 15 - (i - 16 + k) % 16
+// of -127 -104 -83 -65 -49 -35 -22 -10 1 13 25 38 53 69 89 113.
 TEST(KernelDequantK, IQ4_XSKnownAnswer) {
-  const auto y = decode(GgmlType::IQ4_XS, hex("00 38 1a db 10 0f 8f 00 " + repeat(kNibbles, 8)));
-  expect_picks(y, {{0, 0},
-                   {31, 0},
-                   {32, -63.5f},
-                   {39, -5},
-                   {47, 56.5f},
-                   {48, 56.5f},
-                   {55, 0.5f},
-                   {64, 63.5f},
-                   {96, 2032},
-                   {111, -1808},
-                   {127, 2032},
-                   {128, -1968.5f},
-                   {144, 1751.5f},
-                   {159, -1968.5f},
-                   {160, -508},
-                   {192, 1016},
-                   {224, -1016},
-                   {240, 904},
-                   {255, -1016}});
+  std::string qs;
+  for (int k = 0; k < 8; ++k) {
+    const std::string line = kNibbles + " " + kNibbles;
+    qs += line.substr(3 * static_cast<size_t>(k), 3 * 16) + " ";
+  }
+  const auto y = decode(GgmlType::IQ4_XS, hex("00 38 1a db 12 0f 8f 00 " + qs));
+  expect_picks(y,
+               {{0, -127},    {5, -35},       {16, 113},  {31, -127},    {32, -52},   {39, 0.5f},
+                {47, -63.5f}, {48, 44.5f},    {55, -5},   {64, 41.5f},   {96, 1040},  {111, 1328},
+                {127, -1104}, {128, -759.5f}, {144, 589}, {159, 821.5f}, {160, -140}, {192, 176},
+                {224, -80},   {240, 8},       {255, 104}});
 }
 
 TEST(KernelDequantK, RowsMustBeWholeSuperBlocks) {

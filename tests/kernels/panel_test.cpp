@@ -245,10 +245,6 @@ TEST(KernelPanel, KQuantEqualsScalarPanelStepsBitwise) {
     set_isa(isa);
     for (GgmlType t : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
                        GgmlType::Q6_K, GgmlType::IQ4_XS}) {
-      if (t == GgmlType::IQ4_XS && isa == Isa::avx2) {
-        EXPECT_FALSE(panel_supported(t));  // stored rows there (KernelKQuantRows)
-        continue;
-      }
       ASSERT_TRUE(panel_supported(t)) << isa_name(isa);
       for (size_t n_in : {256u, 1280u}) {
         for (size_t n_out : {7u, 16u, 29u, 48u}) {

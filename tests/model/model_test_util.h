@@ -40,11 +40,11 @@ inline ::testing::AssertionResult bitwise_equal(const std::vector<float>& a,
   return same_bits(a, b);
 }
 
-// Shared model files by relative path, or "synthetic:TYPE" (Q8_0, Q4_0, F16, IQ4_XS or Q4_K_M:
-// dim 128 is no multiple of 256, so those two files mix llama-quantize's fallbacks, IQ4_NL or
-// Q5_0 and a Q8_0 output, with IQ4_XS or Q4_K/Q6_K ffn_down) for a small GQA model (dim 128, 8
+// Shared model files by relative path, or "synthetic:TYPE" for a small GQA model (dim 128, 8
 // heads, 2 KV heads) with the stories260K vocabulary, written once per process (ctest runs the
-// tests of this binary in parallel processes).
+// tests of this binary in parallel processes). TYPE: Q8_0, Q4_0, F16; Q4_K_M (dim 128 is no
+// multiple of 256, so that file mixes llama-quantize's fallbacks, Q5_0 and a Q8_0 output, with
+// Q4_K/Q6_K ffn_down); IQ4_XS (dim 256 and ffn 512: every matrix IQ4_XS).
 inline std::string resolve_model(const std::string& name) {
   const std::string prefix = "synthetic:";
   if (name.rfind(prefix, 0) != 0) return model_path(name);
@@ -62,6 +62,10 @@ inline std::string resolve_model(const std::string& name) {
   spec.vocab_from = model_path("stories260K/stories260K.gguf");
   for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::F16, GgmlType::IQ4_XS}) {
     if (ggml_type_name(t) == type) spec.type = t;
+  }
+  if (type == "IQ4_XS") {
+    spec.dim = 256;
+    spec.ffn = 512;
   }
   if (type == "Q4_K_M") {
     spec.type = GgmlType::Q4_K;
