@@ -272,30 +272,6 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
         if constexpr (R == 1) {
           for (int c = 0; c < C; ++c) dot[0][c] = _mm512_add_epi32(dot[0][c], odd[0][c]);
         }
-      } else if constexpr (W::kType == GgmlType::IQ4_XS) {
-        // IQ4_XS: Q4_K's nibbles, each a level index, looked up as u = level + 128 (one byte
-        // shuffle per vector; every level is below 128 in magnitude); the offset is the bias.
-        for (int r = 0; r < R; ++r) {
-          const __m512i bias = _mm512_set1_epi32(offsets[r][k]);
-          for (int c = 0; c < C; ++c) dot[r][c] = bias;
-        }
-        for (size_t v = 0; v < 4; ++v) {
-          __m512i lo[C], hi[C];
-          for (int c = 0; c < C; ++c) {
-            const __m512i raw =
-                _mm512_load_si512(blk[c] + W::kCodeOff + k * W::kCodeStride + v * 64);
-            lo[c] = _mm512_shuffle_epi8(iq4_lut, _mm512_and_si512(raw, m4));
-            hi[c] = _mm512_shuffle_epi8(iq4_lut, _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4));
-          }
-          for (int r = 0; r < R; ++r) {
-            const __m512i xl = bcast32(xb[r] + kQsOff + 32 * k + 4 * v);
-            const __m512i xh = bcast32(xb[r] + kQsOff + 32 * k + 16 + 4 * v);
-            for (int c = 0; c < C; ++c) {
-              dot[r][c] = _mm512_dpbusd_epi32(dot[r][c], lo[c], xl);
-              dot[r][c] = _mm512_dpbusd_epi32(dot[r][c], hi[c], xh);
-            }
-          }
-        }
       } else if constexpr (W::kType == GgmlType::Q4_K && R == 1) {
         // Q4_K, one row: the high nibbles are used in place, as 16 times the code (one mask, no
         // shift), in a second chain whose sum is 16 times theirs: exact, so dot = lo + hi / 16.
@@ -331,8 +307,13 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
           }
         }
       } else if constexpr (W::kSubs == 8) {
-        for (auto& row : dot) {
-          for (auto& v : row) v = _mm512_setzero_si512();
+        // Q4_K (more rows), Q5_K, and IQ4_XS, whose nibbles are level indexes looked up as u =
+        // level + 128 (one byte shuffle per vector; every level is below 128 in magnitude), the
+        // offset the initial bias.
+        constexpr bool kLevels = W::kType == GgmlType::IQ4_XS;
+        for (int r = 0; r < R; ++r) {
+          const __m512i bias = kLevels ? _mm512_set1_epi32(offsets[r][k]) : _mm512_setzero_si512();
+          for (int c = 0; c < C; ++c) dot[r][c] = bias;
         }
         for (size_t v = 0; v < 4; ++v) {
           __m512i lo[C], hi[C];
@@ -351,6 +332,10 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
                   lo[c],
                   _mm512_and_si512(_mm512_slli_epi16(hv, static_cast<unsigned>(4 - v)), m16));
               hi[c] = _mm512_or_si512(hi[c], _mm512_and_si512(hv_shift_right(hv, v), m16));
+            }
+            if constexpr (kLevels) {
+              lo[c] = _mm512_shuffle_epi8(iq4_lut, lo[c]);
+              hi[c] = _mm512_shuffle_epi8(iq4_lut, hi[c]);
             }
           }
           for (int r = 0; r < R; ++r) {

@@ -116,6 +116,27 @@ void quantize_q2_k(const float* x, uint8_t* dst) {
   std::memcpy(dst, &b, sizeof b);
 }
 
+// Signed 6-bit sub-block scales (Q3_K, IQ4_XS): per sub-block of kKBlock / n_sub elements a
+// step m / lowest (m its element of largest magnitude, sign kept, which then lands on the
+// lowest code), the steps quantized against d = max |step| / 31. Writes sc[0..n_sub) in
+// -32..31 and returns d as f16.
+uint16_t signed_k_scales(const float* x, size_t n_sub, float lowest, int* sc) {
+  const size_t len = kKBlock / n_sub;
+  float step[16], max_step = 0.0f;
+  for (size_t k = 0; k < n_sub; ++k) {
+    float m = 0.0f;
+    for (size_t i = len * k; i < len * k + len; ++i) {
+      if (std::fabs(x[i]) > std::fabs(m)) m = x[i];
+    }
+    step[k] = m / lowest;
+    max_step = std::max(max_step, std::fabs(step[k]));
+  }
+  const uint16_t d_half = f32_to_f16(max_step / 31.0f);
+  const float d = f16_to_f32(d_half);
+  for (size_t k = 0; k < n_sub; ++k) sc[k] = d > 0.0f ? nearest(step[k] / d, -32, 31) : 0;
+  return d_half;
+}
+
 // Q3_K: per 16-element sub-block a signed step m / -4, m its element of largest magnitude (which
 // then lands exactly on code -4, as Q4_0 does it), the steps quantized to signed 6-bit scales
 // against d = max |step| / 31; codes -4..3 as u = q + 4, the low two bits in qs, the third in
@@ -123,20 +144,12 @@ void quantize_q2_k(const float* x, uint8_t* dst) {
 void quantize_q3_k(const float* x, uint8_t* dst) {
   BlockQ3_K b;
   std::memset(&b, 0, sizeof b);
-  float step[16], max_step = 0.0f;
-  for (size_t k = 0; k < 16; ++k) {
-    float m = 0.0f;
-    for (size_t i = 16 * k; i < 16 * k + 16; ++i) {
-      if (std::fabs(x[i]) > std::fabs(m)) m = x[i];
-    }
-    step[k] = m / -4.0f;
-    max_step = std::max(max_step, std::fabs(step[k]));
-  }
-  b.d = f32_to_f16(max_step / 31.0f);
+  int scales[16];
+  b.d = signed_k_scales(x, 16, -4.0f, scales);
   const float d = f16_to_f32(b.d);
   uint8_t u[kKBlock];
   for (size_t k = 0; k < 16; ++k) {
-    const int sc = d > 0.0f ? nearest(step[k] / d, -32, 31) : 0;
+    const int sc = scales[k];
     const auto s6 = static_cast<unsigned>(sc + 32);
     b.scales[k % 8] = static_cast<uint8_t>(b.scales[k % 8] | (s6 & 15) << (k < 8 ? 0 : 4));
     b.scales[8 + k % 4] = static_cast<uint8_t>(b.scales[8 + k % 4] | (s6 >> 4) << (2 * (k / 4)));
@@ -195,19 +208,11 @@ void quantize_q6_k(const float* x, uint8_t* dst) {
 void quantize_iq4_xs(const float* x, uint8_t* dst) {
   BlockIQ4_XS b;
   std::memset(&b, 0, sizeof b);
-  float step[8], max_step = 0.0f;
-  for (size_t k = 0; k < 8; ++k) {
-    float m = 0.0f;
-    for (size_t i = 32 * k; i < 32 * k + 32; ++i) {
-      if (std::fabs(x[i]) > std::fabs(m)) m = x[i];
-    }
-    step[k] = m / -127.0f;
-    max_step = std::max(max_step, std::fabs(step[k]));
-  }
-  b.d = f32_to_f16(max_step / 31.0f);
+  int scales[8];
+  b.d = signed_k_scales(x, 8, -127.0f, scales);
   const float d = f16_to_f32(b.d);
   for (size_t k = 0; k < 8; ++k) {
-    const int sc = d > 0.0f ? nearest(step[k] / d, -32, 31) : 0;
+    const int sc = scales[k];
     const auto ls = static_cast<unsigned>(sc + 32);
     b.scales_l[k / 2] = static_cast<uint8_t>(b.scales_l[k / 2] | (ls & 15) << (4 * (k % 2)));
     b.scales_h = static_cast<uint16_t>(b.scales_h | (ls >> 4) << (2 * k));
