@@ -465,17 +465,14 @@ NumberBounds schema_number_bounds(const Json& s, const std::string& pointer) {
 
 ExprId SchemaCompiler::number_expr(const Json& s, const std::string& pointer, bool integer) {
   const NumberBounds bounds = schema_number_bounds(s, pointer);
-  if (s.contains("multipleOf")) {
-    const std::string mp = pointer_join(pointer, "multipleOf");
-    const Json& m = s.at("multipleOf");
-    if (!m.is_number() || m.get<double>() <= 0) schema_error(mp, "must be a positive number");
-    const Decimal d = Decimal::from_json(m);
-    if (!(d.is_integer() && d.int_part == "1")) {
-      schema_error(mp, "only multipleOf 1 is supported");
-    }
-    integer = true;
-  }
-  return json_number(b_, bounds, integer);
+  if (!s.contains("multipleOf")) return json_number(b_, bounds, integer);
+  const std::string mp = pointer_join(pointer, "multipleOf");
+  const Json& m = s.at("multipleOf");
+  if (!m.is_number() || m.get<double>() <= 0) schema_error(mp, "must be a positive number");
+  std::string why;
+  const auto e = json_multiple(b_, bounds, integer, Decimal::from_json(m), why);
+  if (!e) schema_error(mp, "not supported: " + why);
+  return *e;
 }
 
 RuleId compile_json_schema(const Json& schema, GrammarBuilder& b, const JsonSchemaOptions& opt) {

@@ -1,6 +1,8 @@
 #include "structured/json_schema_number.h"
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 namespace lift::structured {
@@ -260,6 +262,162 @@ ExprId json_number(GrammarBuilder& b, const NumberBounds& bounds, bool integer) 
   if (!bounds.lo) return below;
   if (!bounds.hi) return above;
   return b.intersect(above, below);
+}
+
+namespace {
+
+// |d| as an integer, if it is one below 10^15 (exact in int64 with room to add m).
+std::optional<int64_t> small_integer(const Decimal& d) {
+  if (!d.is_integer() || d.int_part.size() > 15) return std::nullopt;
+  const int64_t v = std::stoll(d.int_part);
+  return d.negative ? -v : v;
+}
+
+// floor / ceil of a / m for m > 0.
+int64_t floor_div(int64_t a, int64_t m) { return a >= 0 ? a / m : -((-a + m - 1) / m); }
+int64_t ceil_div(int64_t a, int64_t m) { return -floor_div(-a, m); }
+
+// The smallest integer within a lower bound (lo, exclusive or not) and the largest within an
+// upper one, if they are small integers; a fractional bound rounds inward.
+std::optional<int64_t> int_lo(const Decimal& lo, bool exclusive) {
+  Decimal whole = lo;
+  whole.frac_part.clear();
+  auto v = small_integer(whole);
+  if (!v) return std::nullopt;
+  // Truncation moved a fraction towards zero: up for negatives, down for positives.
+  if (!lo.is_integer()) return lo.negative ? *v : *v + 1;
+  return exclusive ? *v + 1 : *v;
+}
+std::optional<int64_t> int_hi(const Decimal& hi, bool exclusive) {
+  Decimal whole = hi;
+  whole.frac_part.clear();
+  auto v = small_integer(whole);
+  if (!v) return std::nullopt;
+  if (!hi.is_integer()) return hi.negative ? *v - 1 : *v;
+  return exclusive ? *v - 1 : *v;
+}
+
+constexpr int64_t kMaxRemainders = 1000;  // rules of a digit-by-digit multiple
+constexpr int64_t kMaxListed = 4096;      // multiples spelled out between two bounds
+
+// The multiples k m for k in [k0, k1] as literals ("-0" beside "0", as for integers).
+ExprId listed(GrammarBuilder& b, int64_t m, int64_t k0, int64_t k1) {
+  std::vector<ExprId> alts;
+  for (int64_t k = k0; k <= k1; ++k) {
+    alts.push_back(b.literal(std::to_string(k * m)));
+    if (k == 0) alts.push_back(b.literal("-0"));
+  }
+  return b.alt(alts);
+}
+
+// Nonnegative multiples of m in decimal (positive only: without "0"): rule r reads the digits
+// after a prefix whose value is r mod m, and may end where r is 0.
+ExprId digit_multiples(GrammarBuilder& b, int64_t m, bool positive_only) {
+  std::vector<RuleId> rem(static_cast<size_t>(m));
+  for (int64_t r = 0; r < m; ++r) {
+    rem[static_cast<size_t>(r)] =
+        b.declare("{multiple of " + std::to_string(m) + ", remainder " + std::to_string(r) + "}");
+  }
+  for (int64_t r = 0; r < m; ++r) {
+    std::vector<ExprId> alts;
+    for (int d = 0; d <= 9; ++d) {
+      const auto next = static_cast<size_t>((10 * r + d) % m);
+      alts.push_back(
+          b.seq({b.literal(std::string(1, static_cast<char>('0' + d))), b.call(rem[next])}));
+    }
+    if (r == 0) alts.push_back(b.empty());
+    b.define(rem[static_cast<size_t>(r)], b.alt(alts));
+  }
+  std::vector<ExprId> lead;
+  if (!positive_only) lead.push_back(b.literal("0"));
+  for (int d = 1; d <= 9; ++d) {
+    lead.push_back(b.seq({b.literal(std::string(1, static_cast<char>('0' + d))),
+                          b.call(rem[static_cast<size_t>(d % m)])}));
+  }
+  return b.alt(lead);
+}
+
+std::optional<ExprId> integer_multiples(GrammarBuilder& b, const NumberBounds& bounds, int64_t m,
+                                        std::string& why) {
+  const std::string ms = std::to_string(m);
+  std::optional<int64_t> lo, hi;
+  if (bounds.lo && !(lo = int_lo(*bounds.lo, bounds.lo_exclusive))) {
+    why = "multipleOf " + ms + " with a lower bound of 10^15 or more";
+    return std::nullopt;
+  }
+  if (bounds.hi && !(hi = int_hi(*bounds.hi, bounds.hi_exclusive))) {
+    why = "multipleOf " + ms + " with an upper bound of 10^15 or more";
+    return std::nullopt;
+  }
+  if (lo && hi) {
+    const int64_t k0 = ceil_div(*lo, m), k1 = floor_div(*hi, m);
+    if (k1 < k0) return b.nothing();
+    if (k1 - k0 + 1 > kMaxListed) {
+      why = "multipleOf " + ms + " between bounds that hold more than " +
+            std::to_string(kMaxListed) + " multiples";
+      return std::nullopt;
+    }
+    return listed(b, m, k0, k1);
+  }
+  if (m > kMaxRemainders) {
+    why = "multipleOf " + ms + " (at most " + std::to_string(kMaxRemainders) +
+          " without both bounds)";
+    return std::nullopt;
+  }
+  const ExprId minus = b.literal("-");
+  if (!lo && !hi) return b.seq({b.opt(minus), digit_multiples(b, m, false)});
+  // One bound: the unbounded side by digits, the multiples between the bound and zero listed.
+  // A bound past the first multiple on its side of zero would need the smaller multiples taken
+  // out of the digit rules, which a difference of rules cannot do: refused.
+  const auto too_far = [&](const char* side) {
+    why = "multipleOf " + ms + " with " + side;
+    return std::nullopt;
+  };
+  if (lo) {
+    const int64_t k = ceil_div(*lo, m);  // the first multiple is k m
+    if (k == 1) return digit_multiples(b, m, true);
+    if (k > 1) return too_far("a positive lower bound past its first multiple");
+    if (-k > kMaxListed) return too_far("a lower bound more than 4096 multiples below zero");
+    std::vector<ExprId> alts = {digit_multiples(b, m, false), b.literal("-0")};
+    if (k < 0) alts.push_back(listed(b, m, k, -1));
+    return b.alt(alts);
+  }
+  const int64_t k = floor_div(*hi, m);  // the last multiple is k m
+  if (k == -1) return b.seq({minus, digit_multiples(b, m, true)});
+  if (k < -1) return too_far("a negative upper bound past its first multiple");
+  if (k > kMaxListed) return too_far("an upper bound more than 4096 multiples above zero");
+  std::vector<ExprId> alts = {b.seq({minus, digit_multiples(b, m, true)}), b.literal("0"),
+                              b.literal("-0")};
+  if (k > 0) alts.push_back(listed(b, m, 1, k));
+  return b.alt(alts);
+}
+
+}  // namespace
+
+std::optional<ExprId> json_multiple(GrammarBuilder& b, const NumberBounds& bounds, bool integer,
+                                    const Decimal& m, std::string& why) {
+  if (m.is_integer()) {
+    if (m.int_part == "1") return json_number(b, bounds, true);
+    const auto v = small_integer(m);
+    if (!v) {
+      why = "multipleOf " + m.int_part + " (at most 10^15)";
+      return std::nullopt;
+    }
+    return integer_multiples(b, bounds, *v, why);
+  }
+  // 10^-k: every integer, and numbers of at most k fraction digits.
+  const std::string& f = m.frac_part;
+  if (m.int_part == "0" && f.find_first_not_of('0') == f.size() - 1 && f.back() == '1') {
+    if (integer) return json_number(b, bounds, true);
+    MagnitudeBuilder mb(b, true);
+    const ExprId fraction = b.opt(b.seq(
+        {b.literal("."), b.repeat(b.byte_range('0', '9'), 1, static_cast<uint32_t>(f.size()))}));
+    const ExprId spelled = b.seq({b.opt(b.literal("-")), mb.all(), fraction});
+    return b.intersect(json_number(b, bounds, false), spelled);
+  }
+  why = "multipleOf " + std::string(m.negative ? "-" : "") + m.int_part + "." + f +
+        " (integers and powers of ten below one, 0.1, 0.01, ..., are supported)";
+  return std::nullopt;
 }
 
 }  // namespace lift::structured

@@ -360,6 +360,62 @@ TEST(JsonSchema, CountKeywordsTakeAnyWholeNumber) {
   no(compile(R"({"type": "array", "minItems": 2.0})"), "[1]");
 }
 
+// multipleOf: integers by their remainder digit by digit, or listed between two bounds; powers
+// of ten below one as a cap on the fraction digits. Every text is checked against the value.
+TEST(JsonSchema, MultipleOfIntegersAndPowersOfTenBelowOne) {
+  Grammar seven = compile(R"({"type": "integer", "multipleOf": 7})");
+  for (const char* t : {"0", "-0", "7", "-7", "700", "1001", "-98", "7000000000000000007"}) {
+    ok(seven, t);
+  }
+  for (const char* t : {"1", "8", "-15", "1000", "7.0", "07", "70.5", "7e1", "-", ""}) {
+    no(seven, t);
+  }
+  // Every integer up to 2,000 against its remainder.
+  Grammar eleven = compile(R"({"type": "number", "multipleOf": 11.0})");
+  for (int v = -1000; v <= 1000; ++v) expect(eleven, std::to_string(v), v % 11 == 0);
+
+  // One bound: the far side by digits, the multiples between the bound and zero listed.
+  Grammar nonneg = compile(R"({"type": "integer", "multipleOf": 5, "minimum": 0})");
+  for (const char* t : {"0", "5", "1235"}) ok(nonneg, t);
+  for (const char* t : {"-5", "3", "-10"}) no(nonneg, t);
+  Grammar positive = compile(R"({"type": "integer", "multipleOf": 5, "exclusiveMinimum": 0})");
+  ok(positive, "5");
+  no(positive, "0");
+  Grammar from_minus = compile(R"({"type": "integer", "multipleOf": 4, "minimum": -9})");
+  for (int v = -20; v <= 40; ++v) expect(from_minus, std::to_string(v), v >= -9 && v % 4 == 0);
+  Grammar upto = compile(R"({"type": "integer", "multipleOf": 3, "maximum": 10.5})");
+  for (int v = -40; v <= 20; ++v) expect(upto, std::to_string(v), v <= 10 && v % 3 == 0);
+  Grammar below = compile(R"({"type": "integer", "multipleOf": 3, "exclusiveMaximum": -2})");
+  for (int v = -40; v <= 20; ++v) expect(below, std::to_string(v), v < -2 && v % 3 == 0);
+
+  // Two bounds: the multiples between them.
+  Grammar range = compile(R"({"type": "integer", "multipleOf": 11, "minimum": -30,
+                              "exclusiveMaximum": 99})");
+  for (int v = -60; v <= 130; ++v)
+    expect(range, std::to_string(v), v >= -30 && v < 99 && v % 11 == 0);
+  EXPECT_NE(refusal(R"({"type": "integer", "multipleOf": 3, "minimum": 10, "maximum": 2})"), "");
+
+  // 10^-k: at most k fraction digits, within the bounds.
+  Grammar cents = compile(R"({"type": "number", "multipleOf": 0.01, "minimum": 0, "maximum": 10})");
+  for (const char* t : {"0", "1.5", "9.99", "10", "0.01", "3.10"}) ok(cents, t);
+  for (const char* t : {"-0.01", "10.01", "1.005", "0.001", "1e1", "11"}) no(cents, t);
+  Grammar tenths = compile(R"({"type": "number", "multipleOf": 0.1})");
+  for (const char* t : {"-12.3", "0", "4"}) ok(tenths, t);
+  no(tenths, "0.25");
+  ok(compile(R"({"type": "integer", "multipleOf": 0.001})"), "17");
+
+  // Anything else is refused, naming the keyword.
+  for (const char* s :
+       {R"({"type": "number", "multipleOf": 2.5})", R"({"type": "integer", "multipleOf": 1001})",
+        R"({"type": "integer", "multipleOf": 5, "minimum": 7})",
+        R"({"type": "integer", "multipleOf": 5, "maximum": -7})",
+        R"({"type": "integer", "multipleOf": 3, "minimum": -1e16})",
+        R"({"type": "integer", "multipleOf": 2, "minimum": 0, "maximum": 100000})",
+        R"({"type": "integer", "multipleOf": 0})"}) {
+    EXPECT_NE(refusal(s).find("multipleOf"), std::string::npos) << s << ": " << refusal(s);
+  }
+}
+
 TEST(JsonSchema, UnsupportedKeywordsAreRefusedNamingThePointer) {
   for (const char* s :
        {R"({"properties": {"a": {"contains": {}}}})", R"({"if": {}, "then": {"type": "string"}})",

@@ -177,6 +177,27 @@ TEST(MaskBenchRun, RefusedSchemaIsACompileError) {
   EXPECT_TRUE(r.tbm_ns.empty());
 }
 
+// multipleOf through the tokenizer: Llama 3 writes digits three to a token, so one token walks
+// several of the remainder rules (json_multiple).
+TEST(MaskBenchRun, MultipleOfByTokens) {
+  const std::string schema = R"({"schema": {"type": "object", "properties": {
+      "n": {"type": "integer", "multipleOf": 7}, "c": {"type": "number", "multipleOf": 0.01,
+      "minimum": 0}}, "required": ["n", "c"]}, "tests": [)";
+  const char* cases[] = {
+      R"({"valid": true, "data": {"n": 7000007, "c": 12.5}})",
+      R"({"valid": true, "data": {"n": -49, "c": 0}})",
+      R"({"valid": true, "data": {"n": 0, "c": 99999.99}})",
+      R"({"valid": false, "data": {"n": 7000008, "c": 1}})",
+      R"({"valid": false, "data": {"n": 14, "c": 1.005}})",
+      R"({"valid": false, "data": {"n": 14, "c": -0.5}})",
+  };
+  std::string tests;
+  for (const char* c : cases) tests += std::string(tests.empty() ? "" : ", ") + c;
+  const FileResult r = run_text(schema + tests + "]}");
+  EXPECT_EQ(r.verdict, Verdict::pass) << r.reason;
+  EXPECT_EQ(r.instances_right, 6u);
+}
+
 TEST(MaskBenchIsolation, CrashTimeoutAndExceptionAreOutcomes) {
   // More than a pipe buffer, so the parent must read while the child writes.
   const ChildOutcome big = run_in_child(
