@@ -342,11 +342,11 @@ std::optional<ExprId> integer_multiples(GrammarBuilder& b, const NumberBounds& b
   const std::string ms = std::to_string(m);
   std::optional<int64_t> lo, hi;
   if (bounds.lo && !(lo = int_lo(*bounds.lo, bounds.lo_exclusive))) {
-    why = "multipleOf " + ms + " with a lower bound of 10^15 or more";
+    why = "multipleOf " + ms + " with a lower bound of magnitude 10^15 or more";
     return std::nullopt;
   }
   if (bounds.hi && !(hi = int_hi(*bounds.hi, bounds.hi_exclusive))) {
-    why = "multipleOf " + ms + " with an upper bound of 10^15 or more";
+    why = "multipleOf " + ms + " with an upper bound of magnitude 10^15 or more";
     return std::nullopt;
   }
   if (lo && hi) {
@@ -405,10 +405,20 @@ std::optional<ExprId> json_multiple(GrammarBuilder& b, const NumberBounds& bound
     }
     return integer_multiples(b, bounds, *v, why);
   }
-  // 10^-k: every integer, and numbers of at most k fraction digits.
   const std::string& f = m.frac_part;
+  // Integers that are multiples of m = p / q (in lowest terms, q a power of ten) are those of
+  // p: an integer v is k p / q exactly when p divides v q, so p divides v.
+  if (integer && m.int_part.size() + f.size() <= 18) {
+    int64_t p = std::stoll(m.int_part + f), q = 1;
+    for (size_t i = 0; i < f.size(); ++i) q *= 10;
+    for (const int64_t prime : {2, 5}) {
+      while (q % prime == 0 && p % prime == 0) p /= prime, q /= prime;
+    }
+    if (p == 1) return json_number(b, bounds, true);
+    return integer_multiples(b, bounds, p, why);
+  }
+  // 10^-k: numbers of at most k fraction digits.
   if (m.int_part == "0" && f.find_first_not_of('0') == f.size() - 1 && f.back() == '1') {
-    if (integer) return json_number(b, bounds, true);
     MagnitudeBuilder mb(b, true);
     const ExprId fraction = b.opt(b.seq(
         {b.literal("."), b.repeat(b.byte_range('0', '9'), 1, static_cast<uint32_t>(f.size()))}));

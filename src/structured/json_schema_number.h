@@ -44,8 +44,9 @@ ExprId json_number(GrammarBuilder& b, const NumberBounds& bounds, bool integer);
 // with `why` set where lift has no grammar for that set. An integer m takes integers only
 // (spelled without fraction or exponent): without bounds, or with one bound whose far side is
 // a finite set, by the remainder mod m digit by digit (m <= 1000, one rule per remainder); with
-// two bounds, as the list of the multiples between them (at most 4096). m = 10^-k takes the
-// numbers with at most k fraction digits and no exponent. Narrower than the schema where a
+// two bounds, as the list of the multiples between them (at most 4096); for `integer`, a
+// fractional m = p / q in lowest terms as p. m = 10^-k takes the numbers with at most k
+// fraction digits and no exponent. Narrower than the schema where a
 // multiple is spelled otherwise (10.0, 1e2, 0.500), never wider.
 std::optional<ExprId> json_multiple(GrammarBuilder& b, const NumberBounds& bounds, bool integer,
                                     const Decimal& m, std::string& why);

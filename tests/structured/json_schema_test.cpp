@@ -403,6 +403,11 @@ TEST(JsonSchema, MultipleOfIntegersAndPowersOfTenBelowOne) {
   for (const char* t : {"-12.3", "0", "4"}) ok(tenths, t);
   no(tenths, "0.25");
   ok(compile(R"({"type": "integer", "multipleOf": 0.001})"), "17");
+  // An integer is a multiple of p / q (lowest terms) when it is one of p: 2.5 -> 5, 0.5 -> 1.
+  Grammar halves = compile(R"({"type": "integer", "multipleOf": 2.5, "minimum": -20})");
+  for (int v = -40; v <= 40; ++v) expect(halves, std::to_string(v), v >= -20 && v % 5 == 0);
+  ok(compile(R"({"type": "integer", "multipleOf": 0.5})"), "3");
+  no(compile(R"({"type": "integer", "multipleOf": 1.5})"), "4");
 
   // Anything else is refused, naming the keyword.
   for (const char* s :
