@@ -309,7 +309,7 @@ struct KRows {
         __m256i q[C], s[C];
         for (int c = 0; c < C; ++c) {
           q[c] = W::template group<G>(wb[c]);
-          s[c] = group_scales(p[c].sc, G);
+          if constexpr (!W::kSigned) s[c] = group_scales(p[c].sc, G);
         }
         for (int r = 0; r < R; ++r) {
           const __m256i x = load256(xb[r] + kQsOff + 32 * G);

@@ -99,17 +99,9 @@ struct PIQ4_NL {
   static constexpr bool kStream = false;
   static constexpr size_t kCodeBytes = panel_code_bytes(GgmlType::IQ4_NL);
   static constexpr float kCodeScale = 1.0f;
-  struct Table {
-    alignas(16) uint8_t v[16];
-  };
-  static constexpr Table kU8 = [] {
-    Table t{};
-    for (int i = 0; i < 16; ++i) t.v[i] = static_cast<uint8_t>(kIq4NlLevels[i] + 128);
-    return t;
-  }();
   static void quads(const uint8_t* blk, int j, __m512i& lo, __m512i& hi) {
     const __m512i lut =
-        _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kU8.v)));
+        _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kIq4NlShifted.v)));
     const __m512i raw = _mm512_load_si512(blk + 64 * j);
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     lo = _mm512_shuffle_epi8(lut, _mm512_and_si512(raw, m4));

@@ -324,15 +324,10 @@ inline void q6_sub_block(const uint8_t* blk, const uint8_t* const* xb, size_t k,
 template <class W, int R, int H>
 inline void iq4_xs_sub_block(const uint8_t* blk, const uint8_t* const* xb, size_t k, int h0,
                              __m256i (&sumi)[R][H]) {
-  alignas(16) uint8_t lo_t[16], hi_t[16];
-  for (int i = 0; i < 16; ++i) {
-    const auto u = static_cast<uint8_t>(kIq4NlLevels[i] + 128);
-    lo_t[i] = u & 15;
-    hi_t[i] = u >> 4;
-  }
-  const __m256i lo_lut = _mm256_broadcastsi128_si256(load128(lo_t));
-  const __m256i hi_lut = _mm256_broadcastsi128_si256(load128(hi_t));
   const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i shifted = _mm256_broadcastsi128_si256(load128(kIq4NlShifted.v));
+  const __m256i lo_lut = _mm256_and_si256(shifted, m4);
+  const __m256i hi_lut = _mm256_and_si256(_mm256_srli_epi16(shifted, 4), m4);
   __m256i sc[H], sc16[H];
   for (int h = 0; h < H; ++h) {
     sc[h] = scale_pairs<true>(blk + W::kScOff + 16 * k, h0 + h);

@@ -82,13 +82,6 @@ inline void small_code_dots(__m512i (&dot)[R][C], const uint8_t* const* xb, size
   quad.template operator()<3>();
 }
 
-// IQ4_NL's levels plus 128, as bytes, in every 128-bit lane (a vpshufb table).
-inline __m512i iq4_shifted_levels() {
-  alignas(16) uint8_t t[16];
-  for (int i = 0; i < 16; ++i) t[i] = static_cast<uint8_t>(kIq4NlLevels[i] + 128);
-  return _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(t)));
-}
-
 // Decode streams each panel once from DRAM: ask for the lines a fixed distance ahead of the
 // part of the codes being read (stream_ahead: on into the next tile's panel), into L2 (T1): an
 // L1 prefetch this far ahead holds one of L1's few miss buffers per line, and measured (Zen 4,
@@ -127,7 +120,8 @@ void k_tile(const KArgs& a, size_t p0, size_t r0) {
   const uint8_t* xr[R];
   for (int r = 0; r < R; ++r) xr[r] = a.act + (r0 + static_cast<size_t>(r)) * a.act_stride;
   const __m512i m4 = _mm512_set1_epi8(0x0F);
-  const __m512i iq4_lut = iq4_shifted_levels();
+  const __m512i iq4_lut =
+      _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kIq4NlShifted.v)));
   __m512 acc[R][C];
   for (auto& row : acc) {
     for (auto& v : row) v = _mm512_setzero_ps();

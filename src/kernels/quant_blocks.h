@@ -52,6 +52,16 @@ struct BlockIQ4_NL {
 };
 inline constexpr int8_t kIq4NlLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,  38,  53,  69,  89,  113};
+// The levels plus 128 (1..241) as the unsigned bytes vpdpbusd takes: a byte-shuffle table for
+// the IQ4_NL and IQ4_XS panels.
+struct Iq4NlShifted {
+  alignas(16) uint8_t v[16];
+};
+inline constexpr Iq4NlShifted kIq4NlShifted = [] {
+  Iq4NlShifted t{};
+  for (int i = 0; i < 16; ++i) t.v[i] = static_cast<uint8_t>(kIq4NlLevels[i] + 128);
+  return t;
+}();
 
 // Q2_K: 16 sub-blocks of 16; scales[k] = 4-bit scale (low) | 4-bit min (high); 2-bit codes.
 struct BlockQ2_K {

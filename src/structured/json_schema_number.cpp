@@ -289,12 +289,10 @@ std::optional<int64_t> int_lo(const Decimal& lo, bool exclusive) {
   return exclusive ? *v + 1 : *v;
 }
 std::optional<int64_t> int_hi(const Decimal& hi, bool exclusive) {
-  Decimal whole = hi;
-  whole.frac_part.clear();
-  auto v = small_integer(whole);
-  if (!v) return std::nullopt;
-  if (!hi.is_integer()) return hi.negative ? *v - 1 : *v;
-  return exclusive ? *v - 1 : *v;
+  Decimal negated = hi;  // the largest integer up to hi is minus the smallest from -hi on
+  negated.negative = !hi.negative && hi != Decimal{};
+  const auto v = int_lo(negated, exclusive);
+  return v ? std::optional<int64_t>(-*v) : std::nullopt;
 }
 
 constexpr int64_t kMaxRemainders = 1000;  // rules of a digit-by-digit multiple
@@ -310,6 +308,10 @@ ExprId listed(GrammarBuilder& b, int64_t m, int64_t k0, int64_t k1) {
   return b.alt(alts);
 }
 
+ExprId digit(GrammarBuilder& b, int d) {
+  return b.literal(std::string(1, static_cast<char>('0' + d)));
+}
+
 // Nonnegative multiples of m in decimal (positive only: without "0"): rule r reads the digits
 // after a prefix whose value is r mod m, and may end where r is 0.
 ExprId digit_multiples(GrammarBuilder& b, int64_t m, bool positive_only) {
@@ -322,8 +324,7 @@ ExprId digit_multiples(GrammarBuilder& b, int64_t m, bool positive_only) {
     std::vector<ExprId> alts;
     for (int d = 0; d <= 9; ++d) {
       const auto next = static_cast<size_t>((10 * r + d) % m);
-      alts.push_back(
-          b.seq({b.literal(std::string(1, static_cast<char>('0' + d))), b.call(rem[next])}));
+      alts.push_back(b.seq({digit(b, d), b.call(rem[next])}));
     }
     if (r == 0) alts.push_back(b.empty());
     b.define(rem[static_cast<size_t>(r)], b.alt(alts));
@@ -331,8 +332,7 @@ ExprId digit_multiples(GrammarBuilder& b, int64_t m, bool positive_only) {
   std::vector<ExprId> lead;
   if (!positive_only) lead.push_back(b.literal("0"));
   for (int d = 1; d <= 9; ++d) {
-    lead.push_back(b.seq({b.literal(std::string(1, static_cast<char>('0' + d))),
-                          b.call(rem[static_cast<size_t>(d % m)])}));
+    lead.push_back(b.seq({digit(b, d), b.call(rem[static_cast<size_t>(d % m)])}));
   }
   return b.alt(lead);
 }
@@ -369,7 +369,8 @@ std::optional<ExprId> integer_multiples(GrammarBuilder& b, const NumberBounds& b
   // One bound: the unbounded side by digits, the multiples between the bound and zero listed.
   // A bound past the first multiple on its side of zero would need the smaller multiples taken
   // out of the digit rules, which a difference of rules cannot do: refused.
-  const auto too_far = [&](const char* side) {
+  const std::string listed_max = std::to_string(kMaxListed);
+  const auto too_far = [&](const std::string& side) {
     why = "multipleOf " + ms + " with " + side;
     return std::nullopt;
   };
@@ -377,7 +378,8 @@ std::optional<ExprId> integer_multiples(GrammarBuilder& b, const NumberBounds& b
     const int64_t k = ceil_div(*lo, m);  // the first multiple is k m
     if (k == 1) return digit_multiples(b, m, true);
     if (k > 1) return too_far("a positive lower bound past its first multiple");
-    if (-k > kMaxListed) return too_far("a lower bound more than 4096 multiples below zero");
+    if (-k > kMaxListed)
+      return too_far("a lower bound more than " + listed_max + " multiples below zero");
     std::vector<ExprId> alts = {digit_multiples(b, m, false), b.literal("-0")};
     if (k < 0) alts.push_back(listed(b, m, k, -1));
     return b.alt(alts);
@@ -385,7 +387,8 @@ std::optional<ExprId> integer_multiples(GrammarBuilder& b, const NumberBounds& b
   const int64_t k = floor_div(*hi, m);  // the last multiple is k m
   if (k == -1) return b.seq({minus, digit_multiples(b, m, true)});
   if (k < -1) return too_far("a negative upper bound past its first multiple");
-  if (k > kMaxListed) return too_far("an upper bound more than 4096 multiples above zero");
+  if (k > kMaxListed)
+    return too_far("an upper bound more than " + listed_max + " multiples above zero");
   std::vector<ExprId> alts = {b.seq({minus, digit_multiples(b, m, true)}), b.literal("0"),
                               b.literal("-0")};
   if (k > 0) alts.push_back(listed(b, m, 1, k));
