@@ -313,12 +313,12 @@ struct KRows {
         }
         for (int r = 0; r < R; ++r) {
           const __m256i x = load256(xb[r] + kQsOff + 32 * G);
+          // Signed codes: int8 x int8 widened to int16 (madd is exact for every pair, -128
+          // included); both halves of a 32-element group share its scale.
+          [[maybe_unused]] const __m256i x0 = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(x));
+          [[maybe_unused]] const __m256i x1 = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(x, 1));
           for (int c = 0; c < C; ++c) {
             if constexpr (W::kSigned) {
-              // int8 x int8 widened to int16 (madd is exact for every pair, -128 included);
-              // both halves of a 32-element group share its scale.
-              const __m256i x0 = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(x));
-              const __m256i x1 = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(x, 1));
               const __m256i q0 = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q[c]));
               const __m256i q1 = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q[c], 1));
               const __m256i dot =

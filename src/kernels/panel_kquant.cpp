@@ -157,13 +157,12 @@ template <class W>
 void pack_iq4_xs(const BlockIQ4_XS& b, size_t lane, uint8_t* blk, uint8_t* scales) {
   KCodes c;
   k_codes(b, c);
-  auto index = [&](size_t e) { return iq4_xs_index(b, e); };
   for (size_t k = 0; k < 8; ++k) {
     uint8_t* codes = blk + W::kCodeOff + k * W::kCodeStride;
     for (size_t v = 0; v < 4; ++v) {
       for (size_t t = 0; t < 4; ++t) {
-        at(codes, v, lane, t) =
-            static_cast<uint8_t>(index(32 * k + 4 * v + t) | index(32 * k + 16 + 4 * v + t) << 4);
+        at(codes, v, lane, t) = static_cast<uint8_t>(iq4_xs_index(b, 32 * k + 4 * v + t) |
+                                                     iq4_xs_index(b, 32 * k + 16 + 4 * v + t) << 4);
       }
     }
     blk[W::kScOff + 16 * k + lane] = static_cast<uint8_t>(c.sc[k]);
